@@ -1,0 +1,90 @@
+// mhc/weights.hpp - weight preparation (spec section 4, op 8) and the explicit workspace.
+//
+// prepare() runs once at load time: it copies the checkpoint tensors into whatever layout the
+// target backend wants (including the pre-summed broadcast weight fn_b used by
+// pre_broadcast). Per-call work never re-derives any of it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "mhc/config.hpp"
+#include "mhc/tensor.hpp"
+
+namespace mhc {
+
+/// @brief The checkpoint tensors of one mHC block (an attention or FFN boundary).
+struct MixWeightsView {
+  TensorView fn;     ///< [M, K] fp32, contiguous (hc_attn_fn / hc_ffn_fn)
+  TensorView scale;  ///< [3] fp32: alpha_pre, alpha_post, alpha_comb (hc_attn_scale / hc_ffn_scale)
+  TensorView base;   ///< [M] fp32 (hc_attn_base / hc_ffn_base)
+};
+
+/// @brief The checkpoint tensors of the learned head (V4).
+struct HeadWeightsView {
+  TensorView fn;     ///< [n, K] fp32, contiguous (hc_head_fn)
+  TensorView scale;  ///< [1] fp32 (hc_head_scale)
+  TensorView base;   ///< [n] fp32 (hc_head_base)
+};
+
+/// @brief Weights prepared for one device. Immutable, cheap to copy (shared ownership).
+class PreparedWeights {
+ public:
+  struct Impl;  ///< backend-private layout (src/core/prepared.hpp)
+  PreparedWeights() = default;
+  explicit PreparedWeights(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+
+  /// @brief True once prepared.
+  bool valid() const { return impl_ != nullptr; }
+  /// @brief Streams the weights were prepared for.
+  int32_t n() const;
+  /// @brief Hidden size the weights were prepared for.
+  int64_t H() const;
+  /// @brief Rows of fn: M for a mix block, n for a head.
+  int32_t rows() const;
+  /// @brief True for head weights (prepare_head), false for a mix block (prepare).
+  bool is_head() const;
+  /// @brief Where the prepared copies live.
+  Device device() const;
+  /// @brief Backend-private layout.
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+
+/// @brief Prepares the weights of one mix block for `device`.
+/// @param w      fn [M,K], scale [3], base [M], fp32, on the CPU or on `device`
+/// @param n      streams, 1..8
+/// @param H      hidden size, >= 1
+/// @param device where the prepared copies will live (CPU or a CUDA device)
+/// @throws mhc::Error on a wrong shape, dtype or layout
+PreparedWeights prepare(const MixWeightsView& w, int32_t n, int64_t H, Device device);
+
+/// @brief Prepares the learned head weights (fn [n,K], scale [1], base [n]) for `device`.
+PreparedWeights prepare_head(const HeadWeightsView& w, int32_t n, int64_t H, Device device);
+
+/// @brief Device scratch memory for the split reductions of the CUDA kernels.
+///
+/// Created explicitly, before use (spec section 7): operators never allocate, so they work on
+/// a stream that is capturing a CUDA graph from the first call on. One workspace may be used
+/// by one stream at a time. CPU operators need none.
+class Workspace {
+ public:
+  struct Impl;
+  Workspace() = default;
+
+  /// @brief Allocates scratch for calls of up to `max_tokens` tokens with up to `n` streams on
+  /// `device`, and initialises it (synchronously: call this before capturing a graph).
+  static Workspace create(Device device, int64_t max_tokens, int32_t max_n = kMaxStreams);
+
+  bool valid() const { return impl_ != nullptr; }
+  Device device() const;
+  int64_t max_tokens() const;
+  Impl& impl() const { return *impl_; }
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace mhc

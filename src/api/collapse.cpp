@@ -1,0 +1,37 @@
+// src/api/collapse.cpp - collapse: residual, pre_mix [, rmsnorm_weight] -> layer_input.
+#include "mhc/error.hpp"
+#include "mhc/ops.hpp"
+#include "src/api/validate.hpp"
+
+namespace mhc {
+
+void collapse(const CollapseArgs& a) {
+  detail::Checker c(detail::Op::kCollapse, a.config);
+  MHC_CHECK(a.pre_source != PreSource::kComputed,
+            "collapse: pre_source: expected carried or identity (a computed pre needs mhc::pre), got computed");
+  const int64_t T = a.residual.present() ? a.residual.shape[0] : -1;
+  const int64_t n = a.config.n, H = a.config.H;
+  c.tensor(a.residual, "residual", DType::kBFloat16, {T, n, H});
+  if (a.pre_source == PreSource::kCarried) {
+    c.tensor(a.pre_mix, "pre_mix", DType::kFloat32, {T, n});
+  }
+  c.optional(a.rmsnorm_weight, "rmsnorm_weight", DType::kBFloat16, {H});
+  c.tensor(a.layer_input, "layer_input", DType::kBFloat16, {T, H});
+  c.no_overlap(a.layer_input, "layer_input", a.residual, "residual");
+  c.exec(a.exec);
+
+  detail::Problem p = c.problem(T, a.exec);
+  p.pre_source = a.pre_source;
+  p.residual = detail::ptr<const detail::bf16_t>(a.residual);
+  p.residual_stride = detail::row_stride(a.residual);
+  if (a.pre_source == PreSource::kCarried) {
+    p.pre_mix_in = detail::ptr<const float>(a.pre_mix);
+    p.pre_mix_in_stride = detail::row_stride(a.pre_mix);
+  }
+  p.rmsnorm_weight = detail::ptr<const detail::bf16_t>(a.rmsnorm_weight);
+  p.layer_input = detail::ptr<detail::bf16_t>(a.layer_input);
+  p.layer_input_stride = detail::row_stride(a.layer_input);
+  detail::execute(p, a.exec.variant);
+}
+
+}  // namespace mhc

@@ -1,0 +1,43 @@
+// src/api/head.cpp - head: the final collapse after the last post (learned / carried / mean).
+#include "mhc/error.hpp"
+#include "mhc/ops.hpp"
+#include "src/api/validate.hpp"
+
+namespace mhc {
+
+namespace {
+
+detail::Problem lower(const HeadArgs& a) {
+  detail::Checker c(detail::Op::kHead, a.config);
+  const int64_t T = a.residual.present() ? a.residual.shape[0] : -1;
+  const int64_t n = a.config.n, H = a.config.H;
+  c.tensor(a.residual, "residual", DType::kBFloat16, {T, n, H});
+  if (a.kind == HeadKind::kLearned) c.weights(a.weights, "weights", true);
+  if (a.kind == HeadKind::kCarried) c.tensor(a.pre_mix_in, "pre_mix_in", DType::kFloat32, {T, n});
+  c.optional(a.rmsnorm_weight, "rmsnorm_weight", DType::kBFloat16, {H});
+  c.tensor(a.output, "output", DType::kBFloat16, {T, H});
+  c.no_overlap(a.output, "output", a.residual, "residual");
+  c.exec(a.exec);
+
+  detail::Problem p = c.problem(T, a.exec);
+  p.head_kind = a.kind;
+  p.pre_source = a.kind == HeadKind::kCarried ? PreSource::kCarried : PreSource::kComputed;
+  p.residual = detail::ptr<const detail::bf16_t>(a.residual);
+  p.residual_stride = detail::row_stride(a.residual);
+  if (a.kind == HeadKind::kLearned) p.weights = &a.weights->impl();
+  if (a.kind == HeadKind::kCarried) {
+    p.pre_mix_in = detail::ptr<const float>(a.pre_mix_in);
+    p.pre_mix_in_stride = detail::row_stride(a.pre_mix_in);
+  }
+  p.rmsnorm_weight = detail::ptr<const detail::bf16_t>(a.rmsnorm_weight);
+  p.layer_input = detail::ptr<detail::bf16_t>(a.output);
+  p.layer_input_stride = detail::row_stride(a.output);
+  return p;
+}
+
+}  // namespace
+
+void head(const HeadArgs& a) { detail::execute(lower(a), a.exec.variant); }
+std::string selected_variant(const HeadArgs& a) { return detail::select_id(lower(a), a.exec.variant); }
+
+}  // namespace mhc

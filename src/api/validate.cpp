@@ -1,0 +1,175 @@
+// src/api/validate.cpp - shared argument checks (spec section 7).
+#include "src/api/validate.hpp"
+
+#include <cmath>
+
+#include "mhc/error.hpp"
+#include "src/core/prepared.hpp"
+#include "src/registry/registry.hpp"
+
+namespace mhc {
+
+void validate_config(const Config& c) {
+  MHC_CHECK(c.n >= 1 && c.n <= kMaxStreams, "config: n must be in 1..", kMaxStreams, ", got ", c.n);
+  MHC_CHECK(c.H >= 1, "config: H must be >= 1, got ", c.H);
+  MHC_CHECK(c.sinkhorn_iters >= 1, "config: sinkhorn_iters must be >= 1, got ", c.sinkhorn_iters);
+  const struct { const char* name; float value; } eps[] = {
+      {"norm_eps", c.norm_eps},       {"pre_eps", c.pre_eps},
+      {"sinkhorn_eps", c.sinkhorn_eps}, {"rmsnorm_eps", c.rmsnorm_eps},
+  };
+  for (const auto& e : eps) {
+    MHC_CHECK(std::isfinite(e.value) && e.value >= 0.0f, "config: ", e.name,
+              " must be finite and >= 0, got ", e.value);
+  }
+  MHC_CHECK(std::isfinite(c.post_scale), "config: post_scale must be finite, got ", c.post_scale);
+}
+
+namespace detail {
+
+Checker::Checker(Op op, const Config& config) : op_(op), op_name_(detail::op_name(op)), config_(config) {
+  try {
+    validate_config(config);
+  } catch (const Error& e) {
+    throw Error(std::string(op_name_) + ": " + e.message(), e.file(), e.line());
+  }
+}
+
+void Checker::tensor(const TensorView& t, const char* name, DType dtype,
+                     std::initializer_list<int64_t> shape) {
+  MHC_CHECK(t.present(), op_name_, ": ", name, ": required tensor is absent");
+  MHC_CHECK(t.rank == static_cast<int>(shape.size()), op_name_, ": ", name, ": expected rank ",
+            shape.size(), ", got rank ", t.rank, " (shape ", shape_string(t), ")");
+  int i = 0;
+  for (int64_t s : shape) {
+    MHC_CHECK(t.shape[i] == s, op_name_, ": ", name, ": expected dimension ", i, " to be ", s,
+              ", got ", t.shape[i], " (shape ", shape_string(t), ")");
+    ++i;
+  }
+  MHC_CHECK(t.dtype == dtype, op_name_, ": ", name, ": expected dtype ", dtype_name(dtype), ", got ",
+            dtype_name(t.dtype));
+  if (!device_set_) {
+    MHC_CHECK(t.device.type == DeviceType::kCPU || t.device.type == DeviceType::kCUDA, op_name_, ": ",
+              name, ": unsupported device ", device_name(t.device));
+    device_ = t.device;
+    device_set_ = true;
+  }
+  MHC_CHECK(t.device == device_, op_name_, ": ", name, ": expected device ", device_name(device_),
+            " (the device of the first tensor), got ", device_name(t.device));
+  const int64_t count = t.numel();
+  MHC_CHECK(t.data != nullptr || count == 0, op_name_, ": ", name, ": null data pointer for ",
+            count, " elements");
+  const auto esize = static_cast<uintptr_t>(dtype_size(dtype));
+  MHC_CHECK(reinterpret_cast<uintptr_t>(t.data) % esize == 0, op_name_, ": ", name,
+            ": data pointer is not ", esize, "-byte aligned");
+  // inner dimensions contiguous
+  int64_t expected = 1;
+  for (int d = t.rank - 1; d >= 1; --d) {
+    MHC_CHECK(t.shape[d] <= 1 || t.strides[d] == expected, op_name_, ": ", name,
+              ": expected contiguous inner dimensions, dimension ", d, " has stride ", t.strides[d],
+              " (expected ", expected, ")");
+    expected *= t.shape[d];
+  }
+  if (t.rank == 1) {
+    MHC_CHECK(t.shape[0] <= 1 || t.strides[0] == 1, op_name_, ": ", name,
+              ": expected a contiguous tensor, got stride ", t.strides[0]);
+  } else if (t.rank >= 2 && t.shape[0] > 1) {
+    MHC_CHECK(t.strides[0] >= expected, op_name_, ": ", name, ": expected a row stride >= ", expected,
+              " (the row length), got ", t.strides[0]);
+  }
+}
+
+void Checker::optional(const TensorView& t, const char* name, DType dtype,
+                       std::initializer_list<int64_t> shape) {
+  if (t.present()) tensor(t, name, dtype, shape);
+}
+
+void Checker::absent(const TensorView& t, const char* name, const char* why) {
+  MHC_CHECK(!t.present(), op_name_, ": ", name, ": expected absent (", why, "), got a tensor of shape ",
+            shape_string(t));
+}
+
+void Checker::weights(const PreparedWeights* w, const char* name, bool head) {
+  MHC_CHECK(w != nullptr && w->valid(), op_name_, ": ", name,
+            ": expected prepared weights (mhc::prepare), got none");
+  MHC_CHECK(w->is_head() == head, op_name_, ": ", name, ": expected ",
+            head ? "head weights (prepare_head)" : "mix-block weights (prepare)", ", got ",
+            w->is_head() ? "head weights" : "mix-block weights");
+  MHC_CHECK(w->n() == config_.n, op_name_, ": ", name, ": expected weights for n = ", config_.n,
+            ", got n = ", w->n());
+  MHC_CHECK(w->H() == config_.H, op_name_, ": ", name, ": expected weights for H = ", config_.H,
+            ", got H = ", w->H());
+  MHC_CHECK(w->device() == device_, op_name_, ": ", name, ": expected weights on ",
+            device_name(device_), ", got weights prepared for ", device_name(w->device()));
+}
+
+namespace {
+struct ByteRange {
+  uintptr_t begin, end;
+};
+ByteRange byte_range(const TensorView& t) {
+  const auto begin = reinterpret_cast<uintptr_t>(t.data);
+  if (t.numel() == 0) return {begin, begin};
+  int64_t last = 0;
+  for (int d = 0; d < t.rank; ++d) last += (t.shape[d] - 1) * t.strides[d];
+  return {begin, begin + static_cast<uintptr_t>((last + 1) * dtype_size(t.dtype))};
+}
+}  // namespace
+
+void Checker::no_overlap(const TensorView& out, const char* out_name, const TensorView& in,
+                         const char* in_name) {
+  if (!out.present() || !in.present()) return;
+  const ByteRange a = byte_range(out), b = byte_range(in);
+  const bool overlap = a.begin < b.end && b.begin < a.end;
+  MHC_CHECK(!overlap, op_name_, ": ", out_name, ": expected an output that does not overlap input ",
+            in_name);
+}
+
+void Checker::exec(const Exec& e) {
+  if (device_.type == DeviceType::kCUDA) {
+    MHC_CHECK(e.workspace != nullptr && e.workspace->valid(), op_name_,
+              ": exec.workspace: expected a workspace (mhc::Workspace::create) for a CUDA call, got none");
+    MHC_CHECK(e.workspace->device() == device_, op_name_, ": exec.workspace: expected a workspace on ",
+              device_name(device_), ", got one on ", device_name(e.workspace->device()));
+  }
+}
+
+Problem Checker::problem(int64_t T, const Exec& e) const {
+  Problem p;
+  p.op = op_;
+  p.device = device_;
+  p.T = T;
+  p.n = config_.n;
+  p.H = config_.H;
+  p.norm_eps = config_.norm_eps;
+  p.pre_eps = config_.pre_eps;
+  p.sinkhorn_eps = config_.sinkhorn_eps;
+  p.sinkhorn_iters = config_.sinkhorn_iters;
+  p.post_scale = config_.post_scale;
+  p.rmsnorm_eps = config_.rmsnorm_eps;
+  p.stream = e.stream;
+  p.workspace = e.workspace != nullptr && e.workspace->valid() ? &e.workspace->impl() : nullptr;
+  return p;
+}
+
+int64_t row_stride(const TensorView& t) {
+  if (!t.present() || t.rank == 0) return 0;
+  if (t.shape[0] <= 1) {  // any stride is legal for a single row; use the row length
+    int64_t inner = 1;
+    for (int d = 1; d < t.rank; ++d) inner *= t.shape[d];
+    return inner;
+  }
+  return t.strides[0];
+}
+
+void execute(const Problem& p, const char* forced_variant) {
+  const Variant& v = select_variant(p, forced_variant);
+  if (p.T == 0) return;
+  v.run(p);
+}
+
+std::string select_id(const Problem& p, const char* forced_variant) {
+  return select_variant(p, forced_variant).id;
+}
+
+}  // namespace detail
+}  // namespace mhc

@@ -1,0 +1,59 @@
+// src/api/validate.hpp - the checks of spec section 7, shared by every operator's entry point.
+//
+// Every message reads "<op>: <tensor>: expected <what>, got <actual>". Checks run before any
+// output is touched.
+#pragma once
+
+#include <initializer_list>
+
+#include "mhc/config.hpp"
+#include "mhc/ops.hpp"
+#include "mhc/tensor.hpp"
+#include "src/core/problem.hpp"
+
+namespace mhc::detail {
+
+class Checker {
+ public:
+  Checker(Op op, const Config& config);
+
+  /// Checks a tensor whose dimension 0 is tokens (any stride >= row length) and whose inner
+  /// dimensions are contiguous. The first tensor checked fixes the call's device.
+  void tensor(const TensorView& t, const char* name, DType dtype, std::initializer_list<int64_t> shape);
+  /// Same, when `t` is present; nothing when absent.
+  void optional(const TensorView& t, const char* name, DType dtype, std::initializer_list<int64_t> shape);
+  /// Checks that `t` is absent (an argument the chosen mode does not use).
+  void absent(const TensorView& t, const char* name, const char* why);
+  /// Checks prepared weights against the config and the call's device.
+  void weights(const PreparedWeights* w, const char* name, bool head);
+  /// Checks that an output does not overlap an input.
+  void no_overlap(const TensorView& out, const char* out_name, const TensorView& in, const char* in_name);
+  /// Checks the workspace when the call runs on CUDA.
+  void exec(const Exec& e);
+
+  /// The problem every operator starts from: op, device, T, n, H, scalars, stream, workspace.
+  Problem problem(int64_t T, const Exec& e) const;
+  const char* op_name() const { return op_name_; }
+  Device device() const { return device_; }
+
+ private:
+  Op op_;
+  const char* op_name_;
+  Config config_;
+  Device device_{};
+  bool device_set_ = false;
+};
+
+/// Row stride (elements) of a token-major tensor, or 0 when absent.
+int64_t row_stride(const TensorView& t);
+template <typename T>
+T* ptr(const TensorView& t) {
+  return t.present() ? static_cast<T*>(t.data) : nullptr;
+}
+
+/// Runs the variant the dispatcher picks (or exec.variant). T = 0 runs nothing.
+void execute(const Problem& p, const char* forced_variant);
+/// The id of the variant execute() would run.
+std::string select_id(const Problem& p, const char* forced_variant);
+
+}  // namespace mhc::detail

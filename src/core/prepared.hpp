@@ -1,0 +1,49 @@
+// src/core/prepared.hpp - what prepare() produces, and the workspace internals.
+//
+// Host copies are always kept in fp32 (they are small next to a model's activations and let
+// the CPU backend and the checks read the exact weights). Device copies exist for CUDA:
+//   fn     [rows, K] fp32, row-major as in the checkpoint
+//   fn_t   [K, rows] fp32, transposed: a thread reading k reads all rows contiguously
+//   fn_b_t [H, rows] fp32, broadcast sum fn_b[:, h] = sum_j fn[:, j*H + h], transposed
+//   scale  [3] (head: [1]), base [rows]
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "mhc/weights.hpp"
+
+namespace mhc {
+
+struct PreparedWeights::Impl {
+  int32_t n = 0;
+  int64_t H = 0;
+  int32_t rows = 0;  // M for a mix block, n for a head
+  bool head = false;
+  Device device{};
+
+  // host copies (fp32, exact)
+  std::vector<float> fn;    // [rows, K]
+  std::vector<float> fn_b;  // [rows, H]
+  std::vector<float> scale; // [3] or [1]
+  std::vector<float> base;  // [rows]
+
+  // device copies (CUDA only; owned by `device_memory`)
+  const float* d_fn_t = nullptr;    // [K, rows]
+  const float* d_fn_b_t = nullptr;  // [H, rows]
+  const float* d_scale = nullptr;   // [3] or [1]
+  const float* d_base = nullptr;    // [rows]
+  std::shared_ptr<void> device_memory;
+};
+
+struct Workspace::Impl {
+  Device device{};
+  int64_t max_tokens = 0;
+  int32_t max_n = 0;
+  void* scratch = nullptr;       // device scratch for split-K partials
+  size_t scratch_bytes = 0;
+  std::shared_ptr<void> device_memory;
+};
+
+}  // namespace mhc

@@ -1,0 +1,113 @@
+// src/core/weights.cpp - prepare(), prepare_head() and Workspace::create().
+#include "mhc/weights.hpp"
+
+#include <cstring>
+
+#include "mhc/error.hpp"
+#include "src/core/cuda_hooks.hpp"
+#include "src/core/prepared.hpp"
+
+namespace mhc {
+
+int32_t PreparedWeights::n() const { return impl_->n; }
+int64_t PreparedWeights::H() const { return impl_->H; }
+int32_t PreparedWeights::rows() const { return impl_->rows; }
+bool PreparedWeights::is_head() const { return impl_->head; }
+Device PreparedWeights::device() const { return impl_->device; }
+
+Device Workspace::device() const { return impl_->device; }
+int64_t Workspace::max_tokens() const { return impl_->max_tokens; }
+
+namespace {
+
+// Copies a contiguous fp32 host tensor of the given shape; names it in every error.
+std::vector<float> host_copy(const TensorView& t, const char* name, std::initializer_list<int64_t> shape) {
+  MHC_CHECK(t.present(), name, ": required tensor is absent");
+  MHC_CHECK(t.rank == static_cast<int>(shape.size()), name, ": expected rank ", shape.size(),
+            ", got rank ", t.rank, " (shape ", shape_string(t), ")");
+  int i = 0;
+  for (int64_t s : shape) {
+    MHC_CHECK(t.shape[i] == s, name, ": expected dimension ", i, " to be ", s, ", got ", t.shape[i],
+              " (shape ", shape_string(t), ")");
+    ++i;
+  }
+  MHC_CHECK(t.dtype == DType::kFloat32, name, ": expected dtype fp32, got ", dtype_name(t.dtype));
+  MHC_CHECK(t.device.type == DeviceType::kCPU, name,
+            ": prepare reads checkpoint tensors from host memory, got a tensor on ",
+            device_name(t.device));
+  MHC_CHECK(t.is_contiguous(), name, ": expected a contiguous tensor");
+  MHC_CHECK(t.data != nullptr || t.numel() == 0, name, ": null data pointer");
+  MHC_CHECK(reinterpret_cast<uintptr_t>(t.data) % alignof(float) == 0, name,
+            ": data pointer is not 4-byte aligned");
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  if (!out.empty()) std::memcpy(out.data(), t.data, out.size() * sizeof(float));
+  return out;
+}
+
+void check_dims(int32_t n, int64_t H) {
+  MHC_CHECK(n >= 1 && n <= kMaxStreams, "prepare: n must be in 1..", kMaxStreams, ", got ", n);
+  MHC_CHECK(H >= 1, "prepare: H must be >= 1, got ", H);
+}
+
+PreparedWeights finish(std::shared_ptr<PreparedWeights::Impl> w, Device device) {
+  // fn_b[r, h] = sum_j fn[r, j*H + h]: the weight of a broadcast (n identical streams) input.
+  const int64_t H = w->H, K = w->n * H;
+  w->fn_b.assign(static_cast<size_t>(w->rows * H), 0.0f);
+  for (int32_t r = 0; r < w->rows; ++r) {
+    for (int64_t h = 0; h < H; ++h) {
+      double sum = 0.0;
+      for (int32_t j = 0; j < w->n; ++j) sum += w->fn[r * K + j * H + h];
+      w->fn_b[r * H + h] = static_cast<float>(sum);
+    }
+  }
+  w->device = device;
+  if (device.type == DeviceType::kCUDA) {
+    detail::cuda_upload_weights(*w);
+  } else {
+    MHC_CHECK(device.type == DeviceType::kCPU, "prepare: unsupported device ", device_name(device));
+  }
+  return PreparedWeights(std::move(w));
+}
+
+}  // namespace
+
+PreparedWeights prepare(const MixWeightsView& weights, int32_t n, int64_t H, Device device) {
+  check_dims(n, H);
+  auto w = std::make_shared<PreparedWeights::Impl>();
+  w->n = n;
+  w->H = H;
+  w->rows = (n + 2) * n;
+  w->head = false;
+  w->fn = host_copy(weights.fn, "fn", {w->rows, n * H});
+  w->scale = host_copy(weights.scale, "scale", {3});
+  w->base = host_copy(weights.base, "base", {w->rows});
+  return finish(std::move(w), device);
+}
+
+PreparedWeights prepare_head(const HeadWeightsView& weights, int32_t n, int64_t H, Device device) {
+  check_dims(n, H);
+  auto w = std::make_shared<PreparedWeights::Impl>();
+  w->n = n;
+  w->H = H;
+  w->rows = n;
+  w->head = true;
+  w->fn = host_copy(weights.fn, "fn_head", {n, n * H});
+  w->scale = host_copy(weights.scale, "scale_head", {1});
+  w->base = host_copy(weights.base, "base_head", {n});
+  return finish(std::move(w), device);
+}
+
+Workspace Workspace::create(Device device, int64_t max_tokens, int32_t max_n) {
+  MHC_CHECK(max_tokens >= 0, "Workspace::create: max_tokens must be >= 0, got ", max_tokens);
+  MHC_CHECK(max_n >= 1 && max_n <= kMaxStreams, "Workspace::create: max_n must be in 1..",
+            kMaxStreams, ", got ", max_n);
+  Workspace ws;
+  ws.impl_ = std::make_shared<Impl>();
+  ws.impl_->device = device;
+  ws.impl_->max_tokens = max_tokens;
+  ws.impl_->max_n = max_n;
+  if (device.type == DeviceType::kCUDA) detail::cuda_create_workspace(*ws.impl_);
+  return ws;
+}
+
+}  // namespace mhc

@@ -1,0 +1,92 @@
+// src/registry/registry.cpp - the variant list (explicit, in priority order) and selection.
+#include "src/registry/registry.hpp"
+
+#include <cstring>
+#include <string>
+
+#include "mhc/error.hpp"
+#include "mhc/ops.hpp"
+#include "src/core/cuda_hooks.hpp"
+#include "src/cpu/reference.hpp"
+#ifdef MHC_WITH_CUDA
+#include "src/cuda/variants.hpp"
+#endif
+
+namespace mhc::detail {
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::kMixes: return "mixes";
+    case Op::kCollapse: return "collapse";
+    case Op::kPre: return "pre";
+    case Op::kPreBroadcast: return "pre_broadcast";
+    case Op::kPost: return "post";
+    case Op::kPostPre: return "post_pre";
+    case Op::kHead: return "head";
+  }
+  return "?";
+}
+
+namespace {
+
+bool cpu_supports(const Problem& p) { return p.device.type == DeviceType::kCPU; }
+
+std::vector<Variant> build_list() {
+  constexpr const char* kCpuEnvelope = "any n in 1..8, any H >= 1, CPU tensors (float64 reference)";
+  std::vector<Variant> list;
+#ifdef MHC_WITH_CUDA
+  for (const Variant& v : cuda_variants()) list.push_back(v);
+#endif
+  list.push_back({"mixes.cpu_ref", Op::kMixes, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run});
+  list.push_back({"collapse.cpu_ref", Op::kCollapse, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run});
+  list.push_back({"pre.cpu_ref", Op::kPre, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run});
+  list.push_back({"pre_broadcast.cpu_ref", Op::kPreBroadcast, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run});
+  list.push_back({"post.cpu_ref", Op::kPost, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run});
+  list.push_back({"post_pre.cpu_ref", Op::kPostPre, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run});
+  list.push_back({"head.cpu_ref", Op::kHead, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run});
+  return list;
+}
+
+}  // namespace
+
+const std::vector<Variant>& variants() {
+  static const std::vector<Variant> list = build_list();
+  return list;
+}
+
+const Variant& select_variant(const Problem& p, const char* forced_id) {
+  if (forced_id != nullptr && forced_id[0] != '\0') {
+    for (const Variant& v : variants()) {
+      if (std::strcmp(v.id, forced_id) != 0) continue;
+      MHC_CHECK(v.op == p.op, op_name(p.op), ": exec.variant: '", forced_id, "' implements ",
+                op_name(v.op), ", not ", op_name(p.op));
+      MHC_CHECK(v.supports(p), op_name(p.op), ": exec.variant: '", forced_id,
+                "' does not support this call (device ", device_name(p.device), ", n = ", p.n,
+                ", H = ", p.H, "); it supports: ", v.envelope);
+      return v;
+    }
+    MHC_FAIL(op_name(p.op), ": exec.variant: no variant named '", forced_id,
+             "' in this build (mhc variants lists them)");
+  }
+  for (const Variant& v : variants()) {
+    if (v.op == p.op && v.supports(p)) return v;
+  }
+  MHC_FAIL(op_name(p.op), ": no variant supports this call (device ", device_name(p.device),
+           ", n = ", p.n, ", H = ", p.H, ")");
+}
+
+}  // namespace mhc::detail
+
+namespace mhc {
+
+std::vector<VariantInfo> list_variants() {
+  std::vector<VariantInfo> out;
+  for (const detail::Variant& v : detail::variants()) {
+    out.push_back({v.id, v.device == DeviceType::kCUDA ? "cuda" : "cpu", v.envelope});
+  }
+  return out;
+}
+
+bool cuda_available() { return detail::cuda_device_count() > 0; }
+
+}  // namespace mhc

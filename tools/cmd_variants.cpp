@@ -1,0 +1,25 @@
+// tools/cmd_variants.cpp - `mhc variants`: the explicit variant list of this build.
+#include <cstdio>
+
+#include "mhc/ops.hpp"
+#include "tools/cli.hpp"
+
+namespace mhc::cli {
+
+int cmd_variants(Args& args) {
+  if (args.has("help")) {
+    std::puts("usage: mhc variants\n\nLists every kernel variant compiled into this build, in dispatch\n"
+              "priority order, with its device and the shapes its supports() predicate accepts.\n"
+              "An id can be forced with Exec::variant (C++), variant= (Python) or --variant (bench).");
+    return 0;
+  }
+  args.finish("variants");
+  std::printf("%-32s %-6s %s\n", "id", "device", "supports");
+  for (const VariantInfo& v : list_variants()) {
+    std::printf("%-32s %-6s %s\n", v.id.c_str(), v.device.c_str(), v.envelope.c_str());
+  }
+  std::printf("\nCUDA device available: %s\n", cuda_available() ? "yes" : "no");
+  return 0;
+}
+
+}  // namespace mhc::cli
