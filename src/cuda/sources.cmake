@@ -2,4 +2,5 @@
 set(MHC_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/backend.cu
   ${CMAKE_CURRENT_LIST_DIR}/variants.cu
+  ${CMAKE_CURRENT_LIST_DIR}/generic.cu
 )

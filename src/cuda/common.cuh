@@ -1,0 +1,160 @@
+// src/cuda/common.cuh - device helpers shared by every CUDA variant: bf16 conversion, the
+// deterministic block reduction, and the per-token mixes epilogue (sigmoids + Sinkhorn).
+//
+// Numerics: fp32 throughout, IEEE division/sqrt/exp (no fast-math intrinsics), so the
+// epilogue stays within ~1e-6 of the float64 reference.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cstdint>
+
+#include "src/core/problem.hpp"
+#include "src/core/prepared.hpp"
+
+namespace mhc::cuda {
+
+using detail::bf16_t;
+
+__device__ __forceinline__ float bf16_bits_to_float(bf16_t bits) {
+  return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+}
+
+__device__ __forceinline__ bf16_t float_to_bf16_bits(float f) {
+  const __nv_bfloat16 b = __float2bfloat16_rn(f);
+  return *reinterpret_cast<const bf16_t*>(&b);
+}
+
+/// Sums `values[0..count)` over the block, in a fixed order (warp shuffles, then warps in
+/// index order): deterministic. `scratch` holds count * (blockDim.x / 32) floats. The result is
+/// in `values` of every thread on return. Every thread of the block must call it.
+template <int kCount>
+__device__ __forceinline__ void block_sum(float (&values)[kCount], float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) values[i] += __shfl_xor_sync(0xffffffffu, values[i], off);
+  }
+  __syncthreads();  // scratch may still be read by a previous reduction
+  if (lane == 0) {
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) scratch[i * warps + warp] = values[i];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) {
+    float s = 0.0f;
+    for (int w = 0; w < warps; ++w) s += scratch[i * warps + w];
+    values[i] = s;
+  }
+}
+
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/// The spec's Sinkhorn (section 3), in registers, on an N x N matrix c[j*N + k].
+template <int N>
+__device__ __forceinline__ void sinkhorn(float (&c)[N * N], int iters, float eps) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    float mx = c[j * N];
+#pragma unroll
+    for (int k = 1; k < N; ++k) mx = (c[j * N + k] > mx || isnan(c[j * N + k])) ? c[j * N + k] : mx;
+    float sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      c[j * N + k] = expf(c[j * N + k] - mx);
+      sum += c[j * N + k];
+    }
+#pragma unroll
+    for (int k = 0; k < N; ++k) c[j * N + k] = c[j * N + k] / sum + eps;
+  }
+  for (int it = 0; it < iters; ++it) {
+    if (it > 0) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < N; ++k) sum += c[j * N + k];
+        const float d = sum + eps;
+#pragma unroll
+        for (int k = 0; k < N; ++k) c[j * N + k] = c[j * N + k] / d;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < N; ++j) sum += c[j * N + k];
+      const float d = sum + eps;
+#pragma unroll
+      for (int j = 0; j < N; ++j) c[j * N + k] = c[j * N + k] / d;
+    }
+  }
+}
+
+/// Everything the mixes epilogue needs: scalars, weights' scale/base, output pointers.
+struct EpilogueParams {
+  const float* scale;  // [3] (head: [1])
+  const float* base;   // [rows]
+  float pre_eps, sinkhorn_eps, post_scale, norm_eps;
+  int32_t sinkhorn_iters;
+  bool head;           // learned head: pre only
+  float* pre_mix_out;  int64_t pre_mix_out_stride;
+  float* post_mix_out; int64_t post_mix_out_stride;
+  float* comb_mix_out; int64_t comb_mix_out_stride;
+};
+
+/// From the raw dot products dot[r] = x . fn[r] and sum(x^2) of one token, computes
+/// m = dot * r and then pre/post/comb; writes the requested outputs of token t and returns the
+/// fresh pre in `pre`. Runs on one thread.
+template <int N>
+__device__ __forceinline__ void mixes_epilogue(const EpilogueParams& e, const float* dot, float sumsq,
+                                               float inv_k, int64_t t, float (&pre)[N]) {
+  const float r = 1.0f / sqrtf(sumsq * inv_k + e.norm_eps);
+#pragma unroll
+  for (int j = 0; j < N; ++j) pre[j] = sigmoid(dot[j] * r * e.scale[0] + e.base[j]) + e.pre_eps;
+  if (e.head) return;
+  if (e.pre_mix_out != nullptr) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) e.pre_mix_out[t * e.pre_mix_out_stride + j] = pre[j];
+  }
+  if (e.post_mix_out != nullptr) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      e.post_mix_out[t * e.post_mix_out_stride + j] =
+          e.post_scale * sigmoid(dot[N + j] * r * e.scale[1] + e.base[N + j]);
+    }
+  }
+  if (e.comb_mix_out != nullptr) {
+    float c[N * N];
+#pragma unroll
+    for (int i = 0; i < N * N; ++i) c[i] = dot[2 * N + i] * r * e.scale[2] + e.base[2 * N + i];
+    sinkhorn<N>(c, e.sinkhorn_iters, e.sinkhorn_eps);
+#pragma unroll
+    for (int i = 0; i < N * N; ++i) e.comb_mix_out[t * e.comb_mix_out_stride + i] = c[i];
+  }
+}
+
+/// Builds the epilogue params of a problem.
+inline EpilogueParams make_epilogue(const detail::Problem& p) {
+  EpilogueParams e{};
+  if (p.weights != nullptr) {
+    e.scale = p.weights->d_scale;
+    e.base = p.weights->d_base;
+    e.head = p.weights->head;
+  }
+  e.pre_eps = p.pre_eps;
+  e.sinkhorn_eps = p.sinkhorn_eps;
+  e.post_scale = p.post_scale;
+  e.norm_eps = p.norm_eps;
+  e.sinkhorn_iters = p.sinkhorn_iters;
+  e.pre_mix_out = p.pre_mix_out;
+  e.pre_mix_out_stride = p.pre_mix_out_stride;
+  e.post_mix_out = p.post_mix_out;
+  e.post_mix_out_stride = p.post_mix_out_stride;
+  e.comb_mix_out = p.comb_mix_out;
+  e.comb_mix_out_stride = p.comb_mix_out_stride;
+  return e;
+}
+
+}  // namespace mhc::cuda
