@@ -34,6 +34,10 @@ struct PreparedWeights::Impl {
   const float* d_fn_b_t = nullptr;  // [H, rows]
   const float* d_scale = nullptr;   // [3] or [1]
   const float* d_base = nullptr;    // [rows]
+  // n = 4 tensor-core path (src/cuda/n4.cu): fn split into three bf16 parts (hi + mid + lo
+  // reproduces fp32 to ~2^-24), laid out in mma.m16n8k16 B-fragment order so each warp loads
+  // its fragments with coalesced 8-byte reads. Null when the shape is outside that path.
+  const uint32_t* d_fn_frag = nullptr;
   std::shared_ptr<void> device_memory;
 };
 
@@ -41,8 +45,9 @@ struct Workspace::Impl {
   Device device{};
   int64_t max_tokens = 0;
   int32_t max_n = 0;
-  void* scratch = nullptr;       // device scratch for split-K partials
+  void* scratch = nullptr;       // device scratch for split-K partials (fp32)
   size_t scratch_bytes = 0;
+  int32_t num_sms = 0;           // multiprocessors of the device, read at creation
   std::shared_ptr<void> device_memory;
 };
 

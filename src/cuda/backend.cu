@@ -5,6 +5,7 @@
 
 #include "src/core/cuda_hooks.hpp"
 #include "src/cuda/check.cuh"
+#include "src/cuda/variants.hpp"
 
 namespace mhc::detail {
 
@@ -52,11 +53,14 @@ void cuda_upload_weights(PreparedWeights::Impl& w) {
     for (int64_t k = 0; k < K; ++k) fn_t[k * rows + r] = w.fn[r * K + k];
     for (int64_t h = 0; h < H; ++h) fn_b_t[h * rows + r] = w.fn_b[r * H + h];
   }
+  const std::vector<uint32_t> frag = cuda::n4_fragments(w);
   const size_t n_fn = fn_t.size(), n_fnb = fn_b_t.size(), n_scale = w.scale.size(), n_base = w.base.size();
-  const size_t total = n_fn + n_fnb + n_scale + n_base + 16;
+  const size_t n_frag = (frag.size() + 3) / 4 * 4;  // keep what follows 16-byte aligned
+  const size_t total = n_frag + n_fn + n_fnb + n_scale + n_base + 16;
   w.device_memory = device_alloc(w.device, total * sizeof(float));
   float* base_ptr = static_cast<float*>(w.device_memory.get());
-  float* d_fn_t = base_ptr;
+  auto* d_frag = reinterpret_cast<uint32_t*>(base_ptr);
+  float* d_fn_t = base_ptr + n_frag;
   float* d_fn_b_t = d_fn_t + n_fn;
   float* d_scale = d_fn_b_t + n_fnb;
   float* d_base = d_scale + n_scale;
@@ -64,18 +68,21 @@ void cuda_upload_weights(PreparedWeights::Impl& w) {
   MHC_CUDA_CHECK(cudaMemcpy(d_fn_b_t, fn_b_t.data(), n_fnb * sizeof(float), cudaMemcpyHostToDevice));
   MHC_CUDA_CHECK(cudaMemcpy(d_scale, w.scale.data(), n_scale * sizeof(float), cudaMemcpyHostToDevice));
   MHC_CUDA_CHECK(cudaMemcpy(d_base, w.base.data(), n_base * sizeof(float), cudaMemcpyHostToDevice));
+  if (!frag.empty()) {
+    MHC_CUDA_CHECK(cudaMemcpy(d_frag, frag.data(), frag.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
+    w.d_fn_frag = d_frag;
+  }
   w.d_fn_t = d_fn_t;
   w.d_fn_b_t = d_fn_b_t;
   w.d_scale = d_scale;
   w.d_base = d_base;
-  // The CUDA backend reads only device copies; drop the big host copy of fn to save memory? Keep
-  // it: the reference checks and `mhc run --device cuda` compare against it.
 }
 
 void cuda_create_workspace(Workspace::Impl& ws) {
   MHC_CHECK(ws.device.id >= 0 && ws.device.id < cuda_device_count(), "Workspace::create: device ",
             device_name(ws.device), " is not a visible CUDA device (", cuda_device_count(), " visible)");
-  ws.scratch_bytes = 0;  // sized by the kernels that need it (see src/cuda/variants.cu)
+  ws.scratch_bytes = cuda::n4_scratch_bytes(ws.max_tokens);
+  MHC_CUDA_CHECK(cudaDeviceGetAttribute(&ws.num_sms, cudaDevAttrMultiProcessorCount, ws.device.id));
   ws.device_memory = device_alloc(ws.device, ws.scratch_bytes);
   ws.scratch = ws.device_memory.get();
   MHC_CUDA_CHECK(cudaDeviceSynchronize());

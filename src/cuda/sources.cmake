@@ -3,4 +3,5 @@ set(MHC_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/backend.cu
   ${CMAKE_CURRENT_LIST_DIR}/variants.cu
   ${CMAKE_CURRENT_LIST_DIR}/generic.cu
+  ${CMAKE_CURRENT_LIST_DIR}/n4.cu
 )

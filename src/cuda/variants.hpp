@@ -2,7 +2,10 @@
 // the supports()/run() pair of every CUDA variant.
 #pragma once
 
+#include <cstdint>
 #include <vector>
+
+#include "src/core/prepared.hpp"
 
 #include "src/registry/registry.hpp"
 
@@ -11,6 +14,14 @@ namespace mhc::cuda {
 // src/cuda/generic.cu: every operator, any n in 1..8, any H.
 bool generic_supports(const detail::Problem& p);
 void generic_run(const detail::Problem& p);
+
+// src/cuda/n4.cu: every operator for n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows.
+bool n4_supports(const detail::Problem& p);
+void n4_run(const detail::Problem& p);
+/// fn split into bf16 hi/mid/lo parts in mma B-fragment order (empty outside the n4 envelope).
+std::vector<uint32_t> n4_fragments(const PreparedWeights::Impl& w);
+/// Bytes of workspace scratch the n4 path wants for `max_tokens` (partials of one slice).
+size_t n4_scratch_bytes(int64_t max_tokens);
 
 }  // namespace mhc::cuda
 

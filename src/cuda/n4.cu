@@ -1,0 +1,519 @@
+// src/cuda/n4.cu - the n = 4 fast path of every operator (H % 512 == 0, H <= 16384).
+//
+// What it computes: the same per-token pipeline as the generic path (post -> mixes ->
+// collapse), in two kernels:
+//   mix_kernel (phase A)     grid (C = H/128 chunks, token groups). A block owns one chunk of
+//                            128 hidden columns of all 4 streams (a 512-wide K-slice) and walks
+//                            16-token tiles. Per tile: the post stage (16-byte vectors; the new
+//                            residual goes to residual_out and to shared memory), then the
+//                            tile's 24 dot products over the K-slice on tensor cores:
+//                            mma.m16n8k16 bf16 with x (exact in bf16) against fn split into three
+//                            bf16 parts (hi + mid + lo), fp32 accumulate; plus the tile's sum of
+//                            squares. Partials go to the workspace [token][chunk][25].
+//   collapse_kernel (phase B) one block per token: sums the partials over chunks in chunk order,
+//                            runs the epilogue (sigmoids, Sinkhorn), then the collapse and the
+//                            RMSNorm fold with 16-byte vectors.
+// post alone uses post_kernel (16-byte vectors, one thread per 8 columns of all 4 streams).
+// Determinism / batch invariance: every token's partial for a chunk comes from the same
+// instruction sequence wherever the token sits in a tile, chunks are summed in a fixed order,
+// and dispatch does not depend on T: a token's outputs do not depend on the batch.
+// B fragments of a block's K-slice stay in registers for all its tiles (72 x 32-bit).
+// Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned bf16 rows (pointers and row
+// strides). Tokens beyond the workspace's slice capacity run as several launches.
+#include <cstring>
+#include <vector>
+
+#include "src/cuda/check.cuh"
+#include "src/cuda/common.cuh"
+#include "src/cuda/variants.hpp"
+
+namespace mhc::cuda {
+
+namespace {
+
+constexpr int kN = 4;
+constexpr int kRows = 24;             // (n+2)*n
+constexpr int kChunkCols = 128;       // hidden columns per chunk
+constexpr int kSliceK = kN * kChunkCols;  // 512
+constexpr int kTile = 16;             // tokens per mma tile
+constexpr int kThreadsA = 256;        // 8 warps, each owns 64 of the 512 k's
+constexpr int kSteps = 4;             // k16 steps per warp
+constexpr int kNTiles = 9;            // 3 parts x 24 rows / 8
+constexpr int kXStride = kSliceK + 8; // padded smem row (conflict-free 32-bit fragment loads)
+constexpr int kPartial = kRows + 1;   // 24 dots + sum of squares
+constexpr int kThreadsB = 256;
+constexpr int kMaxVecB = 8;           // H/8 vectors per token / 256 threads, for H <= 16384
+
+struct Vec8 {
+  uint4 raw;
+};
+
+__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    w[i] = static_cast<uint32_t>(float_to_bf16_bits(f[2 * i])) |
+           (static_cast<uint32_t>(float_to_bf16_bits(f[2 * i + 1])) << 16);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/// new[k] = bf16(post[k]*o + sum_j comb[j,k]*x[j]) for 8 columns; same FMA order as the
+/// generic path, so both give the same bits.
+__device__ __forceinline__ void post8(const float* post, const float* comb, const uint4 (&res)[kN],
+                                      const uint4& lo, uint4 (&out)[kN]) {
+  float x[kN][8], o[8];
+#pragma unroll
+  for (int j = 0; j < kN; ++j) unpack8(res[j], x[j]);
+  unpack8(lo, o);
+#pragma unroll
+  for (int k = 0; k < kN; ++k) {
+    float v[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      float acc = post[k] * o[e];
+#pragma unroll
+      for (int j = 0; j < kN; ++j) acc = fmaf(comb[j * kN + k], x[j][e], acc);
+      v[e] = acc;
+    }
+    out[k] = pack8(v);
+  }
+}
+
+__device__ __forceinline__ uint4 ld16(const bf16_t* p) { return *reinterpret_cast<const uint4*>(p); }
+__device__ __forceinline__ void st16(bf16_t* p, const uint4& v) { *reinterpret_cast<uint4*>(p) = v; }
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+struct N4Params {
+  int64_t T;                 // tokens in this launch (a slice)
+  int64_t H;
+  int32_t chunks;            // H / 128
+  // phase A inputs
+  bool has_post;
+  const bf16_t* residual; int64_t residual_stride; int64_t res_stream_stride;  // 0: broadcast
+  const bf16_t* layer_output; int64_t layer_output_stride;
+  const float* post_mix; int64_t post_mix_stride;
+  const float* comb_mix; int64_t comb_mix_stride;
+  const uint2* fn_frag;      // [chunks][8 warps][4 steps][9 ntiles][32 lanes]
+  bf16_t* residual_out; int64_t residual_out_stride;  // post output, or materialised copies
+  float* partials;           // [T][chunks][25]
+  // phase B
+  bool has_mixes, has_collapse;
+  PreSource pre_source;
+  bool head_mean;
+  const float* pre_mix_in; int64_t pre_mix_in_stride;
+  const bf16_t* x; int64_t x_stride; int64_t x_stream_stride;  // the streams the collapse reads
+  const bf16_t* rmsnorm_weight; float rmsnorm_eps;
+  bf16_t* layer_input; int64_t layer_input_stride;
+  EpilogueParams epi;
+  float inv_k;
+};
+
+__global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
+  // xs (the tile's new residual, bf16) and red (per-warp accumulators) share one buffer: red is
+  // written only after every warp has finished reading xs.
+  __shared__ __align__(16) float buffer[8 * kTile * kNTiles * 8];
+  __shared__ float ss[kTile];
+  bf16_t* xs = reinterpret_cast<bf16_t*>(buffer);
+  float* red = buffer;
+  static_assert(kTile * kXStride * sizeof(bf16_t) <= sizeof(buffer), "xs must fit in the buffer");
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, q = lane & 3;
+  const int chunk = blockIdx.x;
+  const int64_t col0 = static_cast<int64_t>(chunk) * kChunkCols;
+
+  // This warp's B fragments for the chunk, kept in registers for every tile.
+  uint2 b[kSteps][kNTiles];
+  {
+    const uint2* src = p.fn_frag + (static_cast<int64_t>(chunk) * 8 + warp) * kSteps * kNTiles * 32;
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) b[s][nt] = src[(s * kNTiles + nt) * 32 + lane];
+    }
+  }
+
+  // Load mapping: thread -> (token row tt, 8-column vector cv) of the tile.
+  const int tt = tid >> 4, cv = tid & 15;
+  const int64_t tiles = (p.T + kTile - 1) / kTile;
+  for (int64_t tile = blockIdx.y; tile < tiles; tile += gridDim.y) {
+    const int64_t t = tile * kTile + tt;
+    float sq = 0.0f;
+    if (t < p.T) {
+      const bf16_t* res = p.residual + t * p.residual_stride + col0 + cv * 8;
+      uint4 x[kN];
+      if (p.has_post) {
+        uint4 r[kN];
+#pragma unroll
+        for (int j = 0; j < kN; ++j) r[j] = ld16(res + j * p.res_stream_stride);
+        const uint4 lo = ld16(p.layer_output + t * p.layer_output_stride + col0 + cv * 8);
+        float post[kN], comb[kN * kN];
+#pragma unroll
+        for (int j = 0; j < kN; ++j) post[j] = p.post_mix[t * p.post_mix_stride + j];
+#pragma unroll
+        for (int j = 0; j < kN * kN; ++j) comb[j] = p.comb_mix[t * p.comb_mix_stride + j];
+        post8(post, comb, r, lo, x);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kN; ++j) x[j] = ld16(res + j * p.res_stream_stride);
+      }
+      if (p.residual_out != nullptr) {
+        bf16_t* out = p.residual_out + t * p.residual_out_stride + col0 + cv * 8;
+#pragma unroll
+        for (int j = 0; j < kN; ++j) st16(out + j * p.H, x[j]);
+      }
+#pragma unroll
+      for (int j = 0; j < kN; ++j) {
+        *reinterpret_cast<uint4*>(&xs[tt * kXStride + j * kChunkCols + cv * 8]) = x[j];
+        float f[8];
+        unpack8(x[j], f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sq = fmaf(f[e], f[e], sq);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kN; ++j) {
+        *reinterpret_cast<uint4*>(&xs[tt * kXStride + j * kChunkCols + cv * 8]) = make_uint4(0, 0, 0, 0);
+      }
+    }
+    // The token's 16 threads are 16 consecutive lanes: fixed-order butterfly.
+#pragma unroll
+    for (int off = 8; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
+    if (cv == 0) ss[tt] = sq;
+    __syncthreads();
+
+    // Tensor cores: this warp's 64 k's of the tile against the 72 fragment columns.
+    float acc[kNTiles][4];
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const int kb = warp * 64 + s * 16 + 2 * q;
+      const uint32_t a0 = *reinterpret_cast<const uint32_t*>(&xs[g * kXStride + kb]);
+      const uint32_t a1 = *reinterpret_cast<const uint32_t*>(&xs[(g + 8) * kXStride + kb]);
+      const uint32_t a2 = *reinterpret_cast<const uint32_t*>(&xs[g * kXStride + kb + 8]);
+      const uint32_t a3 = *reinterpret_cast<const uint32_t*>(&xs[(g + 8) * kXStride + kb + 8]);
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) mma_bf16(acc[nt], a0, a1, a2, a3, b[s][nt].x, b[s][nt].y);
+    }
+    __syncthreads();  // every warp is done with xs before red overwrites it
+    // red[warp][row][col], col = nt*8 + n
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) {
+      float* r0 = red + (warp * kTile + g) * (kNTiles * 8) + nt * 8 + 2 * q;
+      float* r1 = red + (warp * kTile + g + 8) * (kNTiles * 8) + nt * 8 + 2 * q;
+      r0[0] = acc[nt][0];
+      r0[1] = acc[nt][1];
+      r1[0] = acc[nt][2];
+      r1[1] = acc[nt][3];
+    }
+    __syncthreads();
+    for (int idx = tid; idx < kTile * kPartial; idx += kThreadsA) {
+      const int row = idx / kPartial, r = idx % kPartial;
+      const int64_t tok = tile * kTile + row;
+      if (tok >= p.T) continue;
+      float v;
+      if (r < kRows) {
+        float part[3] = {0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int w = 0; w < 8; ++w) {
+          const float* base = red + (w * kTile + row) * (kNTiles * 8);
+#pragma unroll
+          for (int pp = 0; pp < 3; ++pp) part[pp] += base[pp * kRows + r];
+        }
+        v = part[0] + (part[1] + part[2]);
+      } else {
+        v = ss[row];
+      }
+      p.partials[(tok * p.chunks + chunk) * kPartial + r] = v;
+    }
+    __syncthreads();  // xs, red and ss are rewritten by the next tile
+  }
+}
+
+__global__ void __launch_bounds__(kThreadsB) collapse_kernel(const N4Params p) {
+  __shared__ float scratch[kThreadsB / 32];
+  __shared__ float s_dot[kPartial];
+  __shared__ float s_pre[kN];
+  const int tid = threadIdx.x;
+  const int64_t t = blockIdx.x;
+  if (p.has_mixes) {
+    if (tid < kPartial) {
+      float s = 0.0f;
+      const float* src = p.partials + t * p.chunks * kPartial + tid;
+      for (int c = 0; c < p.chunks; ++c) s += src[c * kPartial];
+      s_dot[tid] = s;
+    }
+    __syncthreads();
+    if (tid == 0) {
+      float pre[kN];
+      mixes_epilogue<kN>(p.epi, s_dot, s_dot[kRows], p.inv_k, t, pre);
+      if (p.pre_source == PreSource::kComputed && !p.head_mean) {
+#pragma unroll
+        for (int j = 0; j < kN; ++j) s_pre[j] = pre[j];
+      }
+    }
+  }
+  if (!p.has_collapse) return;
+  if (tid < kN) {
+    if (p.pre_source == PreSource::kCarried) s_pre[tid] = p.pre_mix_in[t * p.pre_mix_in_stride + tid];
+    if (p.head_mean) s_pre[tid] = 1.0f / kN;
+  }
+  __syncthreads();
+  const int64_t vecs = p.H / 8;
+  const bf16_t* x = p.x + t * p.x_stride;
+  bf16_t* dst = p.layer_input + t * p.layer_input_stride;
+  uint4 u[kMaxVecB];
+  float sq[1] = {0.0f};
+#pragma unroll
+  for (int i = 0; i < kMaxVecB; ++i) {
+    const int64_t v = tid + static_cast<int64_t>(i) * kThreadsB;
+    if (v >= vecs) break;
+    if (p.pre_source == PreSource::kIdentity) {
+      u[i] = ld16(x + v * 8);
+    } else {
+      float acc[8], f[8];
+      unpack8(ld16(x + v * 8), f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] = s_pre[0] * f[e];
+#pragma unroll
+      for (int j = 1; j < kN; ++j) {
+        unpack8(ld16(x + j * p.x_stream_stride + v * 8), f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] = fmaf(s_pre[j], f[e], acc[e]);
+      }
+      u[i] = pack8(acc);
+    }
+    if (p.rmsnorm_weight == nullptr) {
+      st16(dst + v * 8, u[i]);
+    } else {
+      float f[8];
+      unpack8(u[i], f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sq[0] = fmaf(f[e], f[e], sq[0]);
+    }
+  }
+  if (p.rmsnorm_weight == nullptr) return;
+  block_sum(sq, scratch);
+  const float inv = 1.0f / sqrtf(sq[0] / static_cast<float>(p.H) + p.rmsnorm_eps);
+#pragma unroll
+  for (int i = 0; i < kMaxVecB; ++i) {
+    const int64_t v = tid + static_cast<int64_t>(i) * kThreadsB;
+    if (v >= vecs) break;
+    float f[8], w[8], y[8];
+    unpack8(u[i], f);
+    unpack8(ld16(p.rmsnorm_weight + v * 8), w);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) y[e] = f[e] * inv * w[e];
+    st16(dst + v * 8, pack8(y));
+  }
+}
+
+/// post alone: one thread per (token, 8 columns), all 4 streams.
+__global__ void __launch_bounds__(256) post_kernel(const N4Params p) {
+  const int64_t vecs = p.H / 8;
+  const int64_t total = p.T * vecs;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / vecs, v = i % vecs;
+    const bf16_t* res = p.residual + t * p.residual_stride + v * 8;
+    uint4 r[kN], out[kN];
+#pragma unroll
+    for (int j = 0; j < kN; ++j) r[j] = ld16(res + j * p.res_stream_stride);
+    const uint4 lo = ld16(p.layer_output + t * p.layer_output_stride + v * 8);
+    float post[kN], comb[kN * kN];
+#pragma unroll
+    for (int j = 0; j < kN; ++j) post[j] = __ldg(p.post_mix + t * p.post_mix_stride + j);
+#pragma unroll
+    for (int j = 0; j < kN * kN; ++j) comb[j] = __ldg(p.comb_mix + t * p.comb_mix_stride + j);
+    post8(post, comb, r, lo, out);
+    bf16_t* dst = p.residual_out + t * p.residual_out_stride + v * 8;
+#pragma unroll
+    for (int j = 0; j < kN; ++j) st16(dst + j * p.H, out[j]);
+  }
+}
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+bool rows16(const void* ptr, int64_t stride) { return ptr == nullptr || (aligned16(ptr) && stride % 8 == 0); }
+
+// Offsets every token-indexed pointer of `p` by `t0` tokens.
+N4Params slice(N4Params p, int64_t t0, int64_t count) {
+  p.T = count;
+  if (p.residual) p.residual += t0 * p.residual_stride;
+  if (p.layer_output) p.layer_output += t0 * p.layer_output_stride;
+  if (p.post_mix) p.post_mix += t0 * p.post_mix_stride;
+  if (p.comb_mix) p.comb_mix += t0 * p.comb_mix_stride;
+  if (p.residual_out) p.residual_out += t0 * p.residual_out_stride;
+  if (p.pre_mix_in) p.pre_mix_in += t0 * p.pre_mix_in_stride;
+  if (p.x) p.x += t0 * p.x_stride;
+  if (p.layer_input) p.layer_input += t0 * p.layer_input_stride;
+  if (p.epi.pre_mix_out) p.epi.pre_mix_out += t0 * p.epi.pre_mix_out_stride;
+  if (p.epi.post_mix_out) p.epi.post_mix_out += t0 * p.epi.post_mix_out_stride;
+  if (p.epi.comb_mix_out) p.epi.comb_mix_out += t0 * p.epi.comb_mix_out_stride;
+  return p;
+}
+
+}  // namespace
+
+bool n4_supports(const detail::Problem& p) {
+  if (p.device.type != DeviceType::kCUDA || p.n != kN || p.H % 512 != 0 || p.H > 16384) return false;
+  if (p.has_mixes_stage() && (p.weights == nullptr || p.weights->d_fn_frag == nullptr)) return false;
+  return rows16(p.residual, p.residual_stride) && rows16(p.layer_output, p.layer_output_stride) &&
+         rows16(p.residual_out, p.residual_out_stride) && rows16(p.layer_input, p.layer_input_stride) &&
+         (p.rmsnorm_weight == nullptr || aligned16(p.rmsnorm_weight));
+}
+
+void n4_run(const detail::Problem& p) {
+  MHC_CHECK(n4_supports(p), detail::op_name(p.op), ": cuda_n4 does not support this call");
+  MHC_CHECK(p.workspace != nullptr && p.workspace->scratch != nullptr, detail::op_name(p.op),
+            ": cuda_n4 needs a workspace (mhc::Workspace::create)");
+  auto stream = static_cast<cudaStream_t>(p.stream);
+  N4Params k{};
+  k.T = p.T;
+  k.H = p.H;
+  k.chunks = static_cast<int32_t>(p.H / kChunkCols);
+  k.has_post = p.has_post_stage();
+  k.residual = p.residual;
+  k.residual_stride = p.residual_stride;
+  k.res_stream_stride = p.residual_broadcast ? 0 : p.H;
+  k.layer_output = p.layer_output;
+  k.layer_output_stride = p.layer_output_stride;
+  k.post_mix = p.post_mix;
+  k.post_mix_stride = p.post_mix_stride;
+  k.comb_mix = p.comb_mix;
+  k.comb_mix_stride = p.comb_mix_stride;
+  k.residual_out = p.residual_out;
+  k.residual_out_stride = p.residual_out_stride;
+  k.has_mixes = p.has_mixes_stage();
+  k.has_collapse = p.has_collapse_stage();
+  k.pre_source = p.pre_source;
+  k.head_mean = p.op == detail::Op::kHead && p.head_kind == HeadKind::kMean;
+  k.pre_mix_in = p.pre_mix_in;
+  k.pre_mix_in_stride = p.pre_mix_in_stride;
+  // The collapse reads the new residual (post_pre), or the input streams.
+  if (k.has_post) {
+    k.x = p.residual_out;
+    k.x_stride = p.residual_out_stride;
+    k.x_stream_stride = p.H;
+  } else {
+    k.x = p.residual;
+    k.x_stride = p.residual_stride;
+    k.x_stream_stride = k.res_stream_stride;
+  }
+  k.rmsnorm_weight = p.rmsnorm_weight;
+  k.rmsnorm_eps = p.rmsnorm_eps;
+  k.layer_input = p.layer_input;
+  k.layer_input_stride = p.layer_input_stride;
+  k.epi = make_epilogue(p);
+  k.inv_k = 1.0f / static_cast<float>(kN * p.H);
+  if (p.weights != nullptr) k.fn_frag = reinterpret_cast<const uint2*>(p.weights->d_fn_frag);
+  k.partials = static_cast<float*>(p.workspace->scratch);
+
+  if (p.op == detail::Op::kPost) {
+    const int64_t total = p.T * (p.H / 8);
+    const int64_t blocks_needed = (total + 255) / 256;
+    const int64_t cap = static_cast<int64_t>(p.workspace->num_sms) * 16;
+    post_kernel<<<static_cast<unsigned>(blocks_needed < cap ? blocks_needed : cap), 256, 0, stream>>>(k);
+    MHC_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  // Token slices that fit the workspace's partials (multiples of the 16-token tile).
+  const int64_t capacity = static_cast<int64_t>(p.workspace->scratch_bytes / sizeof(float));
+  int64_t slice_tokens = capacity / (static_cast<int64_t>(k.chunks) * kPartial);
+  slice_tokens -= slice_tokens % kTile;
+  MHC_CHECK(slice_tokens >= kTile || !k.has_mixes, detail::op_name(p.op),
+            ": workspace too small for H = ", p.H);
+  if (!k.has_mixes) slice_tokens = p.T;
+  for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
+    const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
+    const N4Params s = slice(k, t0, count);
+    if (s.has_mixes) {
+      const int64_t tiles = (count + kTile - 1) / kTile;
+      // about one block per multiprocessor: chunks x groups <= SMs
+      int64_t groups = p.workspace->num_sms / k.chunks;
+      groups = groups < 1 ? 1 : (groups < tiles ? groups : tiles);
+      mix_kernel<<<dim3(static_cast<unsigned>(k.chunks), static_cast<unsigned>(groups)), kThreadsA, 0, stream>>>(s);
+      MHC_CUDA_CHECK_LAUNCH();
+    }
+    collapse_kernel<<<static_cast<unsigned>(count), kThreadsB, 0, stream>>>(s);
+    MHC_CUDA_CHECK_LAUNCH();
+  }
+}
+
+size_t n4_scratch_bytes(int64_t max_tokens) {
+  // One slice holds up to min(max_tokens, 16384) tokens at H = 7168 (56 chunks); larger H or T
+  // run as several slices. Never less than one 16-token tile at the largest H.
+  int64_t tokens = max_tokens < 16384 ? max_tokens : 16384;
+  const int64_t floats = tokens * 56 * kPartial;
+  const int64_t minimum = static_cast<int64_t>(kTile) * (16384 / kChunkCols) * kPartial;
+  return static_cast<size_t>(floats > minimum ? floats : minimum) * sizeof(float);
+}
+
+std::vector<uint32_t> n4_fragments(const PreparedWeights::Impl& w) {
+  if (w.n != kN || w.H % 512 != 0 || w.H > 16384) return {};
+  const int64_t H = w.H, K = kN * H, chunks = H / kChunkCols;
+  auto bf16_rn = [](float f) -> uint16_t {
+    uint32_t word;
+    std::memcpy(&word, &f, sizeof word);
+    if ((word & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((word >> 16) | 0x40u);
+    word += 0x7fffu + ((word >> 16) & 1u);
+    return static_cast<uint16_t>(word >> 16);
+  };
+  auto widen = [](uint16_t b) {
+    const uint32_t word = static_cast<uint32_t>(b) << 16;
+    float f;
+    std::memcpy(&f, &word, sizeof f);
+    return f;
+  };
+  // part(r, k, pp): the pp-th bf16 term of fn[r, k] (rows past w.rows are zero: a learned head).
+  auto part = [&](int r, int64_t k, int pp) -> uint16_t {
+    if (r >= w.rows) return 0;
+    float rem = w.fn[r * K + k];
+    uint16_t b = 0;
+    for (int i = 0; i <= pp; ++i) {
+      b = bf16_rn(rem);
+      rem -= widen(b);
+    }
+    return b;
+  };
+  std::vector<uint32_t> out(static_cast<size_t>(chunks * 8 * kSteps * kNTiles * 32 * 2));
+  size_t idx = 0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    for (int warp = 0; warp < 8; ++warp) {
+      const int j = warp / 2;  // stream of this warp's 64 k's
+      for (int s = 0; s < kSteps; ++s) {
+        const int64_t hl = (warp % 2) * 64 + s * 16;
+        for (int nt = 0; nt < kNTiles; ++nt) {
+          const int pp = nt / 3;
+          for (int lane = 0; lane < 32; ++lane) {
+            const int g = lane / 4, q = lane % 4;
+            const int r = (nt % 3) * 8 + g;
+            const int64_t k0 = j * H + c * kChunkCols + hl + 2 * q;
+            out[idx++] = part(r, k0, pp) | (static_cast<uint32_t>(part(r, k0 + 1, pp)) << 16);
+            out[idx++] = part(r, k0 + 8, pp) | (static_cast<uint32_t>(part(r, k0 + 9, pp)) << 16);
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace mhc::cuda
