@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The one script for the GPU machine: builds mhc for sm_90a, then runs the steps named on the
+# command line, writing logs and JSON under $OUT (default /tmp/mhc-out).
+#
+#   bash scripts/device.sh [build] [test] [run] [sanitize] [huge] [bench] [torch] [python]
+#
+#   build     configure + build (always done first)
+#   test      ctest -L gpu (the GPU suite), then the CPU suite
+#   run       mhc run --device cuda for every model preset (checked against the CPU backend)
+#   sanitize  compute-sanitizer memcheck, racecheck, synccheck over the GPU suite subset
+#   huge      the 64-bit indexing test (T = 2^20, H = 7168; needs ~110 GB of GPU memory)
+#   bench     mhc bench (see bench/run_device.sh for the sweep)
+#
+# GoogleTest: the device image has none; carry its sources as .deps/googletest (a copy of
+# Debian's /usr/src/googletest) and they are built here.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-/tmp/mhc-out}"
+mkdir -p "$OUT"
+steps=" $* "
+status=0
+note() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+  nvcc --version | tail -2
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+gtest_arg=()
+[ -d .deps/googletest ] && gtest_arg=(-DMHC_GTEST_SOURCE="$PWD/.deps/googletest")
+gen=()
+command -v ninja >/dev/null && gen=(-G Ninja)
+t0=$(date +%s)
+cmake -S . -B build-dev "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=90a \
+  -DCMAKE_CUDA_ARCHITECTURES=90a "${gtest_arg[@]}" > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+cmake --build build-dev -j"$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -60; exit 1; }
+note "build ok in $(( $(date +%s) - t0 )) s"
+
+if [[ "$steps" == *" test "* ]]; then
+  t0=$(date +%s)
+  (cd build-dev && ctest -L gpu --output-on-failure -j1 --timeout 900) > "$OUT/gpu-tests.log" 2>&1 || status=1
+  note "gpu tests: $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log" | tail -1) ($(( $(date +%s) - t0 )) s)"
+  grep -E "Failed|\*\*\*" "$OUT/gpu-tests.log" | head -40
+  (cd build-dev && ctest -L cpu -j"$(nproc)" --timeout 300) > "$OUT/cpu-tests.log" 2>&1 || status=1
+  note "cpu tests: $(grep -E 'tests passed|tests failed' "$OUT/cpu-tests.log" | tail -1)"
+fi
+
+if [[ "$steps" == *" run "* ]]; then
+  : > "$OUT/run.log"
+  for m in deepseek-v4-flash deepseek-v4-pro deepseek-v4.1-flash glm-5-next; do
+    ./build-dev/tools/mhc run --device cuda --model "$m" >> "$OUT/run.log" 2>&1 || status=1
+  done
+  ./build-dev/tools/mhc run --device cuda --model deepseek-v4-flash --tokens 1000 --layers 2 >> "$OUT/run.log" 2>&1 || status=1
+  note "mhc run checks: $(grep -c ': OK' "$OUT/run.log") OK, $(grep -c 'MISMATCH\|error' "$OUT/run.log") failed"
+  grep -E "check against|error" "$OUT/run.log"
+fi
+
+if [[ "$steps" == *" sanitize "* ]]; then
+  filter="${MHC_SANITIZE_FILTER:-*}"
+  for tool in memcheck racecheck synccheck; do
+    t0=$(date +%s)
+    compute-sanitizer --tool "$tool" --error-exitcode 9 ./build-dev/tests/test_gpu --gtest_filter="$filter" \
+      > "$OUT/sanitize-$tool.log" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || status=1
+    note "compute-sanitizer $tool: rc=$rc, $(grep -E 'ERROR SUMMARY' "$OUT/sanitize-$tool.log" | tail -1) ($(( $(date +%s) - t0 )) s)"
+  done
+fi
+
+if [[ "$steps" == *" huge "* ]]; then
+  MHC_TEST_HUGE=1 ./build-dev/tests/test_gpu --gtest_filter='*Huge*' > "$OUT/huge.log" 2>&1 || status=1
+  note "huge T test: $(grep -E 'PASSED|FAILED' "$OUT/huge.log" | tail -2 | tr '\n' ' ')"
+fi
+
+if [[ "$steps" == *" bench "* ]] && [ -f bench/run_device.sh ]; then
+  MHC_BUILD_DIR=build-dev bash bench/run_device.sh "$OUT" || status=1
+fi
+
+echo
+cat "$OUT/summary.txt"
+exit $status
