@@ -167,7 +167,8 @@ PreparedWeights prepare_block(const HostBlock& b, const Config& c, Device device
 
 }  // namespace
 
-RunResult run_model(const HostModel& model, const std::vector<uint16_t>& embedding, int64_t T, Device device) {
+RunResult run_model(const HostModel& model, const std::vector<uint16_t>& embedding, int64_t T, Device device,
+                    const std::string& family) {
   const Config& c = model.config;
   const int64_t n = c.n, H = c.H;
   MHC_CHECK(static_cast<int64_t>(embedding.size()) == T * H, "run: embedding has ", embedding.size(),
@@ -209,6 +210,16 @@ RunResult run_model(const HostModel& model, const std::vector<uint16_t>& embeddi
     ws = Workspace::create(device, T, c.n);
     exec.workspace = &ws;
   }
+  // Forced variant ids, one per operator (kept alive for the Exec pointers).
+  std::map<std::string, std::string> forced;
+  auto exec_for = [&](const char* op) {
+    Exec e = exec;
+    if (!family.empty()) {
+      forced[op] = std::string(op) + "." + family;
+      e.variant = forced[op].c_str();
+    }
+    return e;
+  };
   const bool shifted = model.mode == Mode::kShifted;
   auto bf = [](const Buffer& b, std::initializer_list<int64_t> shape, Device d) {
     return make_view(b.get(), DType::kBFloat16, shape, d);
@@ -245,7 +256,7 @@ RunResult run_model(const HostModel& model, const std::vector<uint16_t>& embeddi
     a.post_mix = f32(post_a, {T, n}, device);
     a.comb_mix = f32(comb_a, {T, n, n}, device);
     if (shifted) a.pre_mix_out = f32(pre_a, {T, n}, device);
-    a.exec = exec;
+    a.exec = exec_for("pre_broadcast");
     timed("pre_broadcast", selected_variant(a), [&] { pre_broadcast(a); });
     run_sublayer();
   }
@@ -270,7 +281,7 @@ RunResult run_model(const HostModel& model, const std::vector<uint16_t>& embeddi
     a.post_mix_out = f32(post_b, {T, n}, device);
     a.comb_mix_out = f32(comb_b, {T, n, n}, device);
     if (shifted) a.pre_mix_out = f32(pre_b, {T, n}, device);
-    a.exec = exec;
+    a.exec = exec_for("post_pre");
     timed("post_pre", selected_variant(a), [&] { post_pre(a); });
     std::swap(post_a, post_b);
     std::swap(comb_a, comb_b);
@@ -288,7 +299,7 @@ RunResult run_model(const HostModel& model, const std::vector<uint16_t>& embeddi
     a.post_mix = f32(post_a, {T, n}, device);
     a.comb_mix = f32(comb_a, {T, n, n}, device);
     a.residual_out = bf(*res_next, {T, n, H}, device);
-    a.exec = exec;
+    a.exec = exec_for("post");
     timed("post", selected_variant(a), [&] { post(a); });
   }
   {
@@ -300,7 +311,7 @@ RunResult run_model(const HostModel& model, const std::vector<uint16_t>& embeddi
     if (model.head == HeadKind::kCarried) a.pre_mix_in = f32(pre_a, {T, n}, device);
     a.rmsnorm_weight = bf(final_norm, {H}, device);
     a.output = bf(out, {T, H}, device);
-    a.exec = exec;
+    a.exec = exec_for("head");
     timed("head", selected_variant(a), [&] { head(a); });
   }
   result.output.resize(static_cast<size_t>(T * H));

@@ -65,7 +65,9 @@ struct RunResult {
 
 /// Runs the spec section 5 forward: pre_broadcast, post_pre at every boundary, post, head.
 /// `device` selects the backend (CPU, or a CUDA device when built with CUDA).
-RunResult run_model(const HostModel& model, const std::vector<uint16_t>& embedding, int64_t T, Device device);
+/// `family`, when not empty, forces every operator's variant "<op>.<family>" (e.g. "cuda_generic").
+RunResult run_model(const HostModel& model, const std::vector<uint16_t>& embedding, int64_t T, Device device,
+                    const std::string& family = "");
 
 /// FNV-1a over the bytes of a bf16 buffer.
 uint64_t checksum(const std::vector<uint16_t>& values);
