@@ -5,6 +5,7 @@
 
 #include "mhc/mhc.hpp"
 #include "src/core/bf16.hpp"
+#include "tools/checkpoint_model.hpp"
 #include "tools/cli.hpp"
 #include "tools/model.hpp"
 
@@ -13,7 +14,7 @@ namespace mhc::cli {
 namespace {
 
 const char* kRunHelp =
-    "usage: mhc run [--model NAME] [--layers N] [--tokens T] [--device cpu|cuda] [--seed S]\n"
+    "usage: mhc run [--model NAME] [--checkpoint PATH] [--layers N] [--tokens T] [--device cpu|cuda] [--seed S]\n"
     "\n"
     "Runs the mHC residual path of a model (spec section 5): the first-layer broadcast pre,\n"
     "a post_pre boundary around every sublayer, the final post and the head, in the model's\n"
@@ -27,7 +28,12 @@ const char* kRunHelp =
     "\n"
     "options:\n"
     "  --model NAME    deepseek-v4-flash (default), deepseek-v4-pro, deepseek-v4.1-flash, glm-5-next\n"
-    "  --layers N      transformer layers to run (default 4; each has 2 boundaries)\n"
+    "  --checkpoint P  use the mHC weights of a real checkpoint (directory with config.json and\n"
+    "                  safetensors; see docs/checkpoints.md) instead of synthetic ones; n, H, eps,\n"
+    "                  mode and head come from its config.json (--model forces a preset's mode\n"
+    "                  and head for an unknown model_type). The embedding stays synthetic.\n"
+    "  --layers N      transformer layers to run (default 4; each has 2 boundaries; with\n"
+    "                  --checkpoint: all of the checkpoint's layers, or at most N)\n"
     "  --tokens T      tokens in the batch (default 16)\n"
     "  --device D      cpu or cuda (default: cuda when a GPU is present, else cpu)\n"
     "  --seed S        seed of the synthetic weights and embedding (default 1)\n"
@@ -52,8 +58,11 @@ int cmd_run(Args& args) {
     std::fputs(kRunHelp, stdout);
     return 0;
   }
-  const std::string model_name = args.get("model", "deepseek-v4-flash");
-  const long long layers = args.get_int("layers", 4);
+  const std::string checkpoint = args.get("checkpoint", "");
+  const std::string model_arg = args.get("model", "");
+  const std::string model_name = model_arg.empty() ? "deepseek-v4-flash" : model_arg;
+  const bool layers_given = !args.get("layers", "").empty();
+  long long layers = args.get_int("layers", 4);
   const long long tokens = args.get_int("tokens", 16);
   const long long seed = args.get_int("seed", 1);
   const std::string device_arg = args.get("device", cuda_available() ? "cuda" : "cpu");
@@ -66,17 +75,29 @@ int cmd_run(Args& args) {
   MHC_CHECK(device.type == DeviceType::kCPU || cuda_available(),
             "--device cuda: no CUDA device is visible, or this build has no CUDA backend");
 
-  const ModelPreset& preset = model_preset(model_name);
-  const tools::HostModel model = tools::synthetic_model(preset, static_cast<int32_t>(layers),
-                                                        static_cast<uint64_t>(seed));
+  tools::HostModel model;
+  std::string model_label;
+  if (checkpoint.empty()) {
+    const ModelPreset& preset = model_preset(model_name);
+    model_label = preset.name;
+    model = tools::synthetic_model(preset, static_cast<int32_t>(layers), static_cast<uint64_t>(seed));
+  } else {
+    tools::CheckpointModel loaded =
+        tools::load_checkpoint_model(checkpoint, model_arg, layers_given ? static_cast<int32_t>(layers) : -1);
+    model_label = "checkpoint " + checkpoint + " [model_type '" + loaded.config.model_type + "', " +
+                  (loaded.config.forced ? "forced " : "") + loaded.config.family + ", " + to_string(loaded.scheme) +
+                  " names, " + std::to_string(loaded.config.num_layers) + " layers in the checkpoint]";
+    model = std::move(loaded.model);
+    layers = model.layers;
+  }
   tools::Rng rng(static_cast<uint64_t>(seed) * 7919u + 17u);
-  const std::vector<uint16_t> embedding = tools::random_bf16(static_cast<size_t>(tokens * preset.config.H), rng);
+  const std::vector<uint16_t> embedding = tools::random_bf16(static_cast<size_t>(tokens * model.config.H), rng);
 
-  const Config& c = preset.config;
+  const Config& c = model.config;
   std::printf("mhc run: model %s (n=%d, H=%lld, mode %s, head %s), %lld layers (%lld boundaries), "
               "T=%lld tokens, device %s, seed %lld\n",
-              preset.name.c_str(), c.n, static_cast<long long>(c.H), to_string(preset.mode),
-              to_string(preset.head), layers, 2 * layers, tokens, device_name(device).c_str(), seed);
+              model_label.c_str(), c.n, static_cast<long long>(c.H), to_string(model.mode),
+              to_string(model.head), layers, 2 * layers, tokens, device_name(device).c_str(), seed);
   std::printf("  scalars: norm_eps=%g pre_eps=%g sinkhorn_eps=%g sinkhorn_iters=%d post_scale=%g rmsnorm_eps=%g\n",
               c.norm_eps, c.pre_eps, c.sinkhorn_eps, c.sinkhorn_iters, c.post_scale, c.rmsnorm_eps);
   std::printf("  stand-in sublayer: bf16(0.5*sin(1.5*x + 0.1*(s mod 7))) (see mhc run --help)\n\n");
