@@ -20,6 +20,9 @@ detail::Problem lower_pre(detail::Checker& c, const Args& a, int64_t T) {
   c.tensor(a.post_mix, "post_mix", DType::kFloat32, {T, n});
   c.tensor(a.comb_mix, "comb_mix", DType::kFloat32, {T, n, n});
   c.optional(a.pre_mix_out, "pre_mix_out", DType::kFloat32, {T, n});
+  if (a.pre_source == PreSource::kCarried) {  // the fresh pre must not overwrite the carried one
+    c.no_overlap(a.pre_mix_out, "pre_mix_out", a.pre_mix_in, "pre_mix_in");
+  }
   c.exec(a.exec);
 
   detail::Problem p = c.problem(T, a.exec);

@@ -90,8 +90,11 @@ void collapse_stage(const Problem& p, int64_t t, const std::vector<double>& x,
   bf16_t* dst = p.layer_input + t * p.layer_input_stride;
   std::vector<bf16_t> u(static_cast<size_t>(p.H));
   if (p.pre_source == PreSource::kIdentity) {
-    // stream 0, bit for bit (x holds exact bf16 values, so the round trip is exact)
-    for (int64_t h = 0; h < p.H; ++h) u[h] = double_to_bf16(x[h]);
+    // stream 0, bit for bit: copy the stored bits (a trip through double would canonicalise
+    // NaN payloads)
+    const bf16_t* s0 = p.has_post_stage() ? p.residual_out + t * p.residual_out_stride
+                                          : p.residual + t * p.residual_stride;
+    std::copy(s0, s0 + p.H, u.begin());
   } else {
     for (int64_t h = 0; h < p.H; ++h) {
       double v = 0.0;
@@ -119,9 +122,10 @@ void run_token(const Problem& p, int64_t t) {
   std::vector<double> pre(static_cast<size_t>(p.n), 0.0);
   load_streams(p, t, x);
   if (p.has_post_stage()) post_stage(p, t, x);
-  if (p.op == Op::kPreBroadcast && p.residual_out != nullptr) {
+  if (p.op == Op::kPreBroadcast && p.residual_out != nullptr) {  // n bit-exact copies of the embedding
+    const bf16_t* src = p.residual + t * p.residual_stride;
     bf16_t* dst = p.residual_out + t * p.residual_out_stride;
-    for (int64_t i = 0; i < p.K(); ++i) dst[i] = double_to_bf16(x[i]);
+    for (int j = 0; j < p.n; ++j) std::copy(src, src + p.H, dst + j * p.H);
   }
   if (p.has_mixes_stage()) mixes_stage(p, t, x, pre);
   if (!p.has_collapse_stage()) return;
