@@ -16,8 +16,7 @@ void collapse(const CollapseArgs& a) {
     c.tensor(a.pre_mix, "pre_mix", DType::kFloat32, {T, n});
   }
   c.optional(a.rmsnorm_weight, "rmsnorm_weight", DType::kBFloat16, {H});
-  c.tensor(a.layer_input, "layer_input", DType::kBFloat16, {T, H});
-  c.no_overlap(a.layer_input, "layer_input", a.residual, "residual");
+  c.output(a.layer_input, "layer_input", DType::kBFloat16, {T, H});
   c.exec(a.exec);
 
   detail::Problem p = c.problem(T, a.exec);

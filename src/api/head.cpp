@@ -15,8 +15,7 @@ detail::Problem lower(const HeadArgs& a) {
   if (a.kind == HeadKind::kLearned) c.weights(a.weights, "weights", true);
   if (a.kind == HeadKind::kCarried) c.tensor(a.pre_mix_in, "pre_mix_in", DType::kFloat32, {T, n});
   c.optional(a.rmsnorm_weight, "rmsnorm_weight", DType::kBFloat16, {H});
-  c.tensor(a.output, "output", DType::kBFloat16, {T, H});
-  c.no_overlap(a.output, "output", a.residual, "residual");
+  c.output(a.output, "output", DType::kBFloat16, {T, H});
   c.exec(a.exec);
 
   detail::Problem p = c.problem(T, a.exec);

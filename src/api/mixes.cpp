@@ -10,9 +10,9 @@ void mixes(const MixesArgs& a) {
   const int64_t n = a.config.n, H = a.config.H;
   c.tensor(a.residual, "residual", DType::kBFloat16, {T, n, H});
   c.weights(a.weights, "weights", false);
-  c.tensor(a.pre_mix, "pre_mix", DType::kFloat32, {T, n});
-  c.tensor(a.post_mix, "post_mix", DType::kFloat32, {T, n});
-  c.tensor(a.comb_mix, "comb_mix", DType::kFloat32, {T, n, n});
+  c.output(a.pre_mix, "pre_mix", DType::kFloat32, {T, n});
+  c.output(a.post_mix, "post_mix", DType::kFloat32, {T, n});
+  c.output(a.comb_mix, "comb_mix", DType::kFloat32, {T, n, n});
   c.exec(a.exec);
 
   detail::Problem p = c.problem(T, a.exec);

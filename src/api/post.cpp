@@ -22,9 +22,7 @@ detail::Problem lower_post(detail::Checker& c, const Args& a) {
   }
   c.tensor(a.post_mix, "post_mix", DType::kFloat32, {T, n});
   c.tensor(a.comb_mix, "comb_mix", DType::kFloat32, {T, n, n});
-  c.tensor(a.residual_out, "residual_out", DType::kBFloat16, {T, n, H});
-  c.no_overlap(a.residual_out, "residual_out", a.residual, "residual");
-  c.no_overlap(a.residual_out, "residual_out", a.layer_output, "layer_output");
+  c.output(a.residual_out, "residual_out", DType::kBFloat16, {T, n, H});
 
   detail::Problem p = c.problem(T, a.exec);
   p.layer_output = detail::ptr<const detail::bf16_t>(a.layer_output);
@@ -60,14 +58,10 @@ detail::Problem lower(const PostPreArgs& a) {
     c.tensor(a.pre_mix_in, "pre_mix_in", DType::kFloat32, {T, n});
   }
   c.optional(a.rmsnorm_weight, "rmsnorm_weight", DType::kBFloat16, {H});
-  c.tensor(a.layer_input, "layer_input", DType::kBFloat16, {T, H});
-  c.tensor(a.post_mix_out, "post_mix_out", DType::kFloat32, {T, n});
-  c.tensor(a.comb_mix_out, "comb_mix_out", DType::kFloat32, {T, n, n});
-  c.optional(a.pre_mix_out, "pre_mix_out", DType::kFloat32, {T, n});
-  c.no_overlap(a.layer_input, "layer_input", a.residual_out, "residual_out");
-  c.no_overlap(a.post_mix_out, "post_mix_out", a.post_mix, "post_mix");
-  c.no_overlap(a.comb_mix_out, "comb_mix_out", a.comb_mix, "comb_mix");
-  c.no_overlap(a.pre_mix_out, "pre_mix_out", a.pre_mix_in, "pre_mix_in");
+  c.output(a.layer_input, "layer_input", DType::kBFloat16, {T, H});
+  c.output(a.post_mix_out, "post_mix_out", DType::kFloat32, {T, n});
+  c.output(a.comb_mix_out, "comb_mix_out", DType::kFloat32, {T, n, n});
+  c.optional_output(a.pre_mix_out, "pre_mix_out", DType::kFloat32, {T, n});
   c.exec(a.exec);
 
   p.pre_source = a.pre_source;

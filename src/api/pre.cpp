@@ -16,14 +16,10 @@ detail::Problem lower_pre(detail::Checker& c, const Args& a, int64_t T) {
     c.tensor(a.pre_mix_in, "pre_mix_in", DType::kFloat32, {T, n});
   }
   c.optional(a.rmsnorm_weight, "rmsnorm_weight", DType::kBFloat16, {H});
-  c.tensor(a.layer_input, "layer_input", DType::kBFloat16, {T, H});
-  c.tensor(a.post_mix, "post_mix", DType::kFloat32, {T, n});
-  c.tensor(a.comb_mix, "comb_mix", DType::kFloat32, {T, n, n});
-  c.optional(a.pre_mix_out, "pre_mix_out", DType::kFloat32, {T, n});
-  if (a.pre_source == PreSource::kCarried) {  // the fresh pre must not overwrite the carried one
-    c.no_overlap(a.pre_mix_out, "pre_mix_out", a.pre_mix_in, "pre_mix_in");
-  }
-  c.exec(a.exec);
+  c.output(a.layer_input, "layer_input", DType::kBFloat16, {T, H});
+  c.output(a.post_mix, "post_mix", DType::kFloat32, {T, n});
+  c.output(a.comb_mix, "comb_mix", DType::kFloat32, {T, n, n});
+  c.optional_output(a.pre_mix_out, "pre_mix_out", DType::kFloat32, {T, n});
 
   detail::Problem p = c.problem(T, a.exec);
   p.pre_source = a.pre_source;
@@ -49,7 +45,7 @@ detail::Problem lower(const PreArgs& a) {
   const int64_t T = a.residual.present() ? a.residual.shape[0] : -1;
   c.tensor(a.residual, "residual", DType::kBFloat16, {T, a.config.n, a.config.H});
   detail::Problem p = lower_pre(c, a, T);
-  c.no_overlap(a.layer_input, "layer_input", a.residual, "residual");
+  c.exec(a.exec);
   p.residual = detail::ptr<const detail::bf16_t>(a.residual);
   p.residual_stride = detail::row_stride(a.residual);
   return p;
@@ -60,10 +56,8 @@ detail::Problem lower(const PreBroadcastArgs& a) {
   const int64_t T = a.embedding.present() ? a.embedding.shape[0] : -1;
   c.tensor(a.embedding, "embedding", DType::kBFloat16, {T, a.config.H});
   detail::Problem p = lower_pre(c, a, T);
-  c.optional(a.residual_out, "residual_out", DType::kBFloat16, {T, a.config.n, a.config.H});
-  c.no_overlap(a.layer_input, "layer_input", a.embedding, "embedding");
-  c.no_overlap(a.residual_out, "residual_out", a.embedding, "embedding");
-  c.no_overlap(a.residual_out, "residual_out", a.layer_input, "layer_input");
+  c.optional_output(a.residual_out, "residual_out", DType::kBFloat16, {T, a.config.n, a.config.H});
+  c.exec(a.exec);
   p.residual = detail::ptr<const detail::bf16_t>(a.embedding);
   p.residual_stride = detail::row_stride(a.embedding);
   p.residual_broadcast = true;

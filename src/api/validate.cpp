@@ -26,6 +26,19 @@ void validate_config(const Config& c) {
 
 namespace detail {
 
+namespace {
+struct ByteRange {
+  uintptr_t begin, end;
+};
+ByteRange byte_range(const TensorView& t) {
+  const auto begin = reinterpret_cast<uintptr_t>(t.data);
+  if (t.numel() == 0) return {begin, begin};
+  int64_t last = 0;
+  for (int d = 0; d < t.rank; ++d) last += (t.shape[d] - 1) * t.strides[d];
+  return {begin, begin + static_cast<uintptr_t>((last + 1) * dtype_size(t.dtype))};
+}
+}  // namespace
+
 Checker::Checker(Op op, const Config& config) : op_(op), op_name_(detail::op_name(op)), config_(config) {
   try {
     validate_config(config);
@@ -76,6 +89,8 @@ void Checker::tensor(const TensorView& t, const char* name, DType dtype,
     MHC_CHECK(t.strides[0] >= expected, op_name_, ": ", name, ": expected a row stride >= ", expected,
               " (the row length), got ", t.strides[0]);
   }
+  const ByteRange range = byte_range(t);
+  seen_.push_back({name, range.begin, range.end, false});
 }
 
 void Checker::optional(const TensorView& t, const char* name, DType dtype,
@@ -102,29 +117,28 @@ void Checker::weights(const PreparedWeights* w, const char* name, bool head) {
             device_name(device_), ", got weights prepared for ", device_name(w->device()));
 }
 
-namespace {
-struct ByteRange {
-  uintptr_t begin, end;
-};
-ByteRange byte_range(const TensorView& t) {
-  const auto begin = reinterpret_cast<uintptr_t>(t.data);
-  if (t.numel() == 0) return {begin, begin};
-  int64_t last = 0;
-  for (int d = 0; d < t.rank; ++d) last += (t.shape[d] - 1) * t.strides[d];
-  return {begin, begin + static_cast<uintptr_t>((last + 1) * dtype_size(t.dtype))};
-}
-}  // namespace
 
-void Checker::no_overlap(const TensorView& out, const char* out_name, const TensorView& in,
-                         const char* in_name) {
-  if (!out.present() || !in.present()) return;
-  const ByteRange a = byte_range(out), b = byte_range(in);
-  const bool overlap = a.begin < b.end && b.begin < a.end;
-  MHC_CHECK(!overlap, op_name_, ": ", out_name, ": expected an output that does not overlap input ",
-            in_name);
+void Checker::output(const TensorView& t, const char* name, DType dtype,
+                     std::initializer_list<int64_t> shape) {
+  tensor(t, name, dtype, shape);
+  seen_.back().output = true;
+}
+
+void Checker::optional_output(const TensorView& t, const char* name, DType dtype,
+                              std::initializer_list<int64_t> shape) {
+  if (t.present()) output(t, name, dtype, shape);
 }
 
 void Checker::exec(const Exec& e) {
+  for (const Seen& out : seen_) {
+    if (!out.output) continue;
+    for (const Seen& other : seen_) {
+      if (&other == &out || (other.output && &other < &out)) continue;  // each output pair once
+      const bool overlap = out.begin < other.end && other.begin < out.end;
+      MHC_CHECK(!overlap, op_name_, ": ", out.name, ": expected an output that does not overlap ",
+                other.output ? "output " : "input ", other.name);
+    }
+  }
   if (device_.type == DeviceType::kCUDA) {
     MHC_CHECK(e.workspace != nullptr && e.workspace->valid(), op_name_,
               ": exec.workspace: expected a workspace (mhc::Workspace::create) for a CUDA call, got none");

@@ -4,7 +4,9 @@
 // output is touched.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
+#include <vector>
 
 #include "mhc/config.hpp"
 #include "mhc/ops.hpp"
@@ -22,13 +24,15 @@ class Checker {
   void tensor(const TensorView& t, const char* name, DType dtype, std::initializer_list<int64_t> shape);
   /// Same, when `t` is present; nothing when absent.
   void optional(const TensorView& t, const char* name, DType dtype, std::initializer_list<int64_t> shape);
+  /// An output: checked like an input, and exec() checks that it overlaps no other tensor.
+  void output(const TensorView& t, const char* name, DType dtype, std::initializer_list<int64_t> shape);
+  void optional_output(const TensorView& t, const char* name, DType dtype, std::initializer_list<int64_t> shape);
   /// Checks that `t` is absent (an argument the chosen mode does not use).
   void absent(const TensorView& t, const char* name, const char* why);
   /// Checks prepared weights against the config and the call's device.
   void weights(const PreparedWeights* w, const char* name, bool head);
-  /// Checks that an output does not overlap an input.
-  void no_overlap(const TensorView& out, const char* out_name, const TensorView& in, const char* in_name);
-  /// Checks the workspace when the call runs on CUDA.
+  /// Last check of every operator: no output overlaps any other tensor of the call, and the
+  /// workspace is there when the call runs on CUDA.
   void exec(const Exec& e);
 
   /// The problem every operator starts from: op, device, T, n, H, scalars, stream, workspace.
@@ -42,6 +46,12 @@ class Checker {
   Config config_;
   Device device_{};
   bool device_set_ = false;
+  struct Seen {
+    const char* name;
+    uintptr_t begin, end;  // byte range
+    bool output;
+  };
+  std::vector<Seen> seen_;
 };
 
 /// Row stride (elements) of a token-major tensor, or 0 when absent.
