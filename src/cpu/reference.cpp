@@ -95,6 +95,12 @@ void collapse_stage(const Problem& p, int64_t t, const std::vector<double>& x,
     const bf16_t* s0 = p.has_post_stage() ? p.residual_out + t * p.residual_out_stride
                                           : p.residual + t * p.residual_stride;
     std::copy(s0, s0 + p.H, u.begin());
+  } else if (p.op == Op::kHead && p.head_kind == HeadKind::kMean) {
+    for (int64_t h = 0; h < p.H; ++h) {  // bf16(mean): the exact sum divided by n
+      double v = 0.0;
+      for (int j = 0; j < p.n; ++j) v += x[j * p.H + h];
+      u[h] = double_to_bf16(v / p.n);
+    }
   } else {
     for (int64_t h = 0; h < p.H; ++h) {
       double v = 0.0;
@@ -132,8 +138,6 @@ void run_token(const Problem& p, int64_t t) {
   if (p.pre_source == PreSource::kCarried) {
     const float* src = p.pre_mix_in + t * p.pre_mix_in_stride;
     for (int j = 0; j < p.n; ++j) pre[j] = src[j];
-  } else if (p.op == Op::kHead && p.head_kind == HeadKind::kMean) {
-    for (int j = 0; j < p.n; ++j) pre[j] = 1.0 / p.n;
   }
   collapse_stage(p, t, x, pre);
 }

@@ -24,6 +24,14 @@ __device__ __forceinline__ bf16_t float_to_bf16_bits(float f) {
   return *reinterpret_cast<const bf16_t*>(&b);
 }
 
+/// double -> bf16 with one rounding (nearest even). The post and collapse sums are formed in
+/// double (products of an fp32 weight and a bf16 value are exact there) and rounded once, so
+/// they match the float64 reference even where the terms cancel.
+__device__ __forceinline__ bf16_t double_to_bf16_bits(double d) {
+  const __nv_bfloat16 b = __double2bfloat16(d);
+  return *reinterpret_cast<const bf16_t*>(&b);
+}
+
 /// Sums `values[0..count)` over the block, in a fixed order (warp shuffles, then warps in
 /// index order): deterministic. `scratch` holds count * (blockDim.x / 32) floats. The result is
 /// in `values` of every thread on return. Every thread of the block must call it.

@@ -8,7 +8,8 @@
 // reductions (sum of squares, the M dot products, the RMSNorm sum) cross threads, through
 // block_sum in a fixed order: deterministic and batch invariant.
 // Accumulation: fp32 FMA for the dot products (fn read as fp32 from the transposed copy
-// fn_t [K, rows]); fp32 epilogue with IEEE exp/div/sqrt.
+// fn_t [K, rows]); fp32 epilogue with IEEE exp/div/sqrt; the post and collapse sums in double,
+// rounded once to bf16 (exact products, so cancelling terms still give the float64 result).
 // Envelope: any n in 1..8, any H, strided rows, broadcast residual. It reads fn from L2 once per
 // token, so it is the correctness baseline, not the fast path (see the n = 4 variants).
 #include "src/cuda/check.cuh"
@@ -68,10 +69,10 @@ __global__ void __launch_bounds__(kThreads, 1) generic_kernel(const GenericParam
         const float o = bf16_bits_to_float(lo[h]);
 #pragma unroll
         for (int k = 0; k < N; ++k) {
-          float acc = s_post[k] * o;
+          double acc = static_cast<double>(s_post[k]) * o;
 #pragma unroll
-          for (int j = 0; j < N; ++j) acc = fmaf(s_comb[j * N + k], xin[j], acc);
-          out[k * H + h] = float_to_bf16_bits(acc);
+          for (int j = 0; j < N; ++j) acc = fma(static_cast<double>(s_comb[j * N + k]), static_cast<double>(xin[j]), acc);
+          out[k * H + h] = double_to_bf16_bits(acc);
         }
       }
       x = out;
@@ -120,10 +121,6 @@ __global__ void __launch_bounds__(kThreads, 1) generic_kernel(const GenericParam
         __syncthreads();
         if (tid < N) s_pre[tid] = p.pre_mix_in[t * p.pre_mix_in_stride + tid];
         __syncthreads();
-      } else if (p.head_mean) {
-        __syncthreads();
-        if (tid < N) s_pre[tid] = 1.0f / static_cast<float>(N);
-        __syncthreads();
       }
       bf16_t* dst = p.layer_input + t * p.layer_input_stride;
       float ss[1] = {0.0f};
@@ -131,11 +128,18 @@ __global__ void __launch_bounds__(kThreads, 1) generic_kernel(const GenericParam
         bf16_t u;
         if (p.pre_source == PreSource::kIdentity) {
           u = x[h];  // stream 0, bit for bit
-        } else {
-          float acc = s_pre[0] * bf16_bits_to_float(x[h]);
+        } else if (p.head_mean) {  // bf16(mean): the exact sum, divided by n
+          double acc = 0.0;
 #pragma unroll
-          for (int j = 1; j < N; ++j) acc = fmaf(s_pre[j], bf16_bits_to_float(x[j * x_stream_stride + h]), acc);
-          u = float_to_bf16_bits(acc);
+          for (int j = 0; j < N; ++j) acc += bf16_bits_to_float(x[j * x_stream_stride + h]);
+          u = double_to_bf16_bits(acc / N);
+        } else {
+          double acc = static_cast<double>(s_pre[0]) * bf16_bits_to_float(x[h]);
+#pragma unroll
+          for (int j = 1; j < N; ++j) {
+            acc = fma(static_cast<double>(s_pre[j]), static_cast<double>(bf16_bits_to_float(x[j * x_stream_stride + h])), acc);
+          }
+          u = double_to_bf16_bits(acc);
         }
         dst[h] = u;
         const float uf = bf16_bits_to_float(u);

@@ -67,8 +67,8 @@ __device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-/// new[k] = bf16(post[k]*o + sum_j comb[j,k]*x[j]) for 8 columns; same FMA order as the
-/// generic path, so both give the same bits.
+/// new[k] = bf16(post[k]*o + sum_j comb[j,k]*x[j]) for 8 columns, summed in double and rounded
+/// once; the same operation order as the generic path, so both give the same bits.
 __device__ __forceinline__ void post8(const float* post, const float* comb, const uint4 (&res)[kN],
                                       const uint4& lo, uint4 (&out)[kN]) {
   float x[kN][8], o[8];
@@ -77,15 +77,20 @@ __device__ __forceinline__ void post8(const float* post, const float* comb, cons
   unpack8(lo, o);
 #pragma unroll
   for (int k = 0; k < kN; ++k) {
-    float v[8];
+    uint32_t w[4];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      float acc = post[k] * o[e];
+    for (int e = 0; e < 8; e += 2) {
+      bf16_t b[2];
 #pragma unroll
-      for (int j = 0; j < kN; ++j) acc = fmaf(comb[j * kN + k], x[j][e], acc);
-      v[e] = acc;
+      for (int i = 0; i < 2; ++i) {
+        double acc = static_cast<double>(post[k]) * o[e + i];
+#pragma unroll
+        for (int j = 0; j < kN; ++j) acc = fma(static_cast<double>(comb[j * kN + k]), static_cast<double>(x[j][e + i]), acc);
+        b[i] = double_to_bf16_bits(acc);
+      }
+      w[e / 2] = static_cast<uint32_t>(b[0]) | (static_cast<uint32_t>(b[1]) << 16);
     }
-    out[k] = pack8(v);
+    out[k] = make_uint4(w[0], w[1], w[2], w[3]);
   }
 }
 
@@ -272,10 +277,7 @@ __global__ void __launch_bounds__(kThreadsB) collapse_kernel(const N4Params p) {
     }
   }
   if (!p.has_collapse) return;
-  if (tid < kN) {
-    if (p.pre_source == PreSource::kCarried) s_pre[tid] = p.pre_mix_in[t * p.pre_mix_in_stride + tid];
-    if (p.head_mean) s_pre[tid] = 1.0f / kN;
-  }
+  if (tid < kN && p.pre_source == PreSource::kCarried) s_pre[tid] = p.pre_mix_in[t * p.pre_mix_in_stride + tid];
   __syncthreads();
   const int64_t vecs = p.H / 8;
   const bf16_t* x = p.x + t * p.x_stride;
@@ -289,17 +291,27 @@ __global__ void __launch_bounds__(kThreadsB) collapse_kernel(const N4Params p) {
     if (p.pre_source == PreSource::kIdentity) {
       u[i] = ld16(x + v * 8);
     } else {
-      float acc[8], f[8];
+      // double sums, rounded once (see common.cuh); the mean head divides the exact sum by n
+      double acc[8];
+      float f[8];
       unpack8(ld16(x + v * 8), f);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) acc[e] = s_pre[0] * f[e];
+      for (int e = 0; e < 8; ++e) acc[e] = p.head_mean ? f[e] : static_cast<double>(s_pre[0]) * f[e];
 #pragma unroll
       for (int j = 1; j < kN; ++j) {
         unpack8(ld16(x + j * p.x_stream_stride + v * 8), f);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] = fmaf(s_pre[j], f[e], acc[e]);
+        for (int e = 0; e < 8; ++e) {
+          acc[e] = p.head_mean ? acc[e] + f[e] : fma(static_cast<double>(s_pre[j]), static_cast<double>(f[e]), acc[e]);
+        }
       }
-      u[i] = pack8(acc);
+      uint32_t w[4];
+#pragma unroll
+      for (int e = 0; e < 8; e += 2) {
+        const double a0 = p.head_mean ? acc[e] / kN : acc[e], a1 = p.head_mean ? acc[e + 1] / kN : acc[e + 1];
+        w[e / 2] = static_cast<uint32_t>(double_to_bf16_bits(a0)) | (static_cast<uint32_t>(double_to_bf16_bits(a1)) << 16);
+      }
+      u[i] = make_uint4(w[0], w[1], w[2], w[3]);
     }
     if (p.rmsnorm_weight == nullptr) {
       st16(dst + v * 8, u[i]);

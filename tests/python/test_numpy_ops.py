@@ -139,11 +139,7 @@ def test_post_pre_matches_spec_and_unfused(rng, T, n, H, pre_source, broadcast):
 @pytest.mark.parametrize("T,n,H", SHAPES)
 @pytest.mark.parametrize("kind", ["learned", "carried", "mean"])
 @pytest.mark.parametrize("folded", [False, True])
-def test_head(rng, T, n, H, kind, folded, request):
-    if kind == "mean" and n & (n - 1):
-        # src/cpu/reference.cpp weights each stream by the rounded 1/n instead of dividing the
-        # sum by n: at exact bf16 ties of sum/n it can land 1 ulp off bf16(mean) (n = 3, 5, 6, 7).
-        request.applymarker(pytest.mark.xfail(reason="CPU reference mean uses rounded 1/n weights", strict=False))
+def test_head(rng, T, n, H, kind, folded):
     config = mhc.Config(n=n, H=H)
     s = ref.Scalars(config)
     hb = Block(rng, n, H, head=True)
