@@ -4,7 +4,7 @@
 # Extra arguments go to `mhc run` (see `build/tools/mhc run --help`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MHC_SETUP_PYTHON=0 bash scripts/setup.sh
+bash scripts/setup.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMHC_BUILD_TESTS=OFF >/dev/null
 cmake --build build -j"$(nproc)" --target mhc_cli
 ./build/tools/mhc run "$@"

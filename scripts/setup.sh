@@ -3,7 +3,7 @@
 # packages and PyPI only. Needs root (or sudo) for apt-get.
 set -euo pipefail
 
-apt_packages=(cmake g++ make libgtest-dev nlohmann-json3-dev python3 python3-pip)
+apt_packages=(cmake g++ make libgtest-dev nlohmann-json3-dev python3 python3-pip python3-venv python3-dev)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -14,9 +14,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
-
-req="$(dirname "$0")/../python/requirements-test.txt"
-if [ "${MHC_SETUP_PYTHON:-1}" = "1" ] && [ -f "$req" ]; then
-  python3 -m pip install -q --disable-pip-version-check -r "$req"
 fi
