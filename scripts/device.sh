@@ -15,8 +15,12 @@
 # Debian's /usr/src/googletest) and they are built here.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT="${OUT:-/tmp/mhc-out}"
+FINAL="${OUT:-/tmp/mhc-out}"
+OUT="$FINAL/work"   # everything lands here; packed into $FINAL/device-logs.tar at the end
 mkdir -p "$OUT"
+# Per-step wall-clock limits (seconds), so one call fits a device lease.
+T_TEST="${MHC_TEST_TIMEOUT:-900}"
+T_SAN="${MHC_SAN_TIMEOUT:-600}"
 steps=" $* "
 status=0
 note() { echo "== $*" | tee -a "$OUT/summary.txt"; }
@@ -36,16 +40,22 @@ command -v ninja >/dev/null && gen=(-G Ninja)
 t0=$(date +%s)
 cmake -S . -B build-dev "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=90a \
   -DCMAKE_CUDA_ARCHITECTURES=90a "${gtest_arg[@]}" > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build build-dev -j"$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -60; exit 1; }
+cmake --build build-dev -j"$(nproc)" --target mhc_cli test_gpu test_reference test_validation test_model \
+  > "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -60; exit 1; }
 note "build ok in $(( $(date +%s) - t0 )) s"
 
 if [[ "$steps" == *" test "* ]]; then
+  # The gtest binary directly (one process: ctest would start a CUDA context per test case).
   t0=$(date +%s)
-  (cd build-dev && ctest -L gpu --output-on-failure -j1 --timeout 900) > "$OUT/gpu-tests.log" 2>&1 || status=1
-  note "gpu tests: $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log" | tail -1) ($(( $(date +%s) - t0 )) s)"
-  grep -E "Failed|\*\*\*" "$OUT/gpu-tests.log" | head -40
-  (cd build-dev && ctest -L cpu -j"$(nproc)" --timeout 300) > "$OUT/cpu-tests.log" 2>&1 || status=1
-  note "cpu tests: $(grep -E 'tests passed|tests failed' "$OUT/cpu-tests.log" | tail -1)"
+  timeout "$T_TEST" ./build-dev/tests/test_gpu --gtest_brief=1 > "$OUT/gpu-tests.log" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || status=1
+  note "gpu tests: rc=$rc, $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \]' "$OUT/gpu-tests.log" | head -3 | tr '\n' ' ') ($(( $(date +%s) - t0 )) s)"
+  grep -E "^\[  FAILED  \]" "$OUT/gpu-tests.log" | head -40
+  for t in test_reference test_validation test_model; do
+    ./build-dev/tests/$t --gtest_brief=1 > "$OUT/$t.log" 2>&1 || status=1
+    note "$t: $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$OUT/$t.log" | head -2 | tr '\n' ' ')"
+  done
 fi
 
 if [[ "$steps" == *" run "* ]]; then
@@ -62,8 +72,8 @@ if [[ "$steps" == *" sanitize "* ]]; then
   filter="${MHC_SANITIZE_FILTER:-*}"
   for tool in memcheck racecheck synccheck; do
     t0=$(date +%s)
-    compute-sanitizer --tool "$tool" --error-exitcode 9 ./build-dev/tests/test_gpu --gtest_filter="$filter" \
-      > "$OUT/sanitize-$tool.log" 2>&1
+    timeout "$T_SAN" compute-sanitizer --tool "$tool" --error-exitcode 9 ./build-dev/tests/test_gpu \
+      --gtest_filter="$filter" --gtest_brief=1 > "$OUT/sanitize-$tool.log" 2>&1
     rc=$?
     [ $rc -eq 0 ] || status=1
     note "compute-sanitizer $tool: rc=$rc, $(grep -E 'ERROR SUMMARY' "$OUT/sanitize-$tool.log" | tail -1) ($(( $(date +%s) - t0 )) s)"
@@ -76,9 +86,14 @@ if [[ "$steps" == *" huge "* ]]; then
 fi
 
 if [[ "$steps" == *" bench "* ]] && [ -f bench/run_device.sh ]; then
-  MHC_BUILD_DIR=build-dev bash bench/run_device.sh "$OUT" || status=1
+  mkdir -p "$OUT/bench"
+  MHC_BUILD_DIR=build-dev bash bench/run_device.sh "$OUT/bench" > "$OUT/bench.log" 2>&1 || status=1
+  tail -25 "$OUT/bench.log"
 fi
 
 echo
 cat "$OUT/summary.txt"
+cp "$OUT/summary.txt" "$FINAL/summary.txt"
+tar -C "$FINAL" -cf "$FINAL/device-logs.tar" work
+rm -rf "$OUT"
 exit $status
