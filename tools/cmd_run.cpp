@@ -37,19 +37,15 @@ const char* kRunHelp =
     "  --tokens T      tokens in the batch (default 16)\n"
     "  --device D      cpu or cuda (default: cuda when a GPU is present, else cpu)\n"
     "  --seed S        seed of the synthetic weights and embedding (default 1)\n"
+    "  --family F      force every operator's variant <op>.F (e.g. cuda_generic, cuda_n4, cpu_ref;\n"
+    "                  `mhc variants` lists them); default: the dispatcher's choice\n"
     "\n"
     "With --device cuda the same run is repeated on the CPU reference backend and the final\n"
-    "outputs are compared (at most 1 bf16 ulp apart per element after the whole chain, with\n"
-    "at least 99% of elements bit-equal); a mismatch exits with status 3.\n"
+    "outputs are compared: every element within 2 bf16 ulps of max(|reference|, reference rms)\n"
+    "and >= 90% bit-equal after the whole chain (each operator's own contract, 1 ulp and\n"
+    ">= 99.9% bit-equal, is checked per operator by the GPU test suite); a mismatch exits 3.\n"
     "Prints what ran, the time per operator (synchronous, host clock: use `mhc bench` for\n"
     "kernel timings) and a checksum of the final output.\n";
-
-// Distance in bf16 ulps between two finite bf16 values (same-sign ordering trick).
-int64_t ulp_distance(uint16_t a, uint16_t b) {
-  auto ordered = [](uint16_t v) -> int64_t { return (v & 0x8000) ? -static_cast<int64_t>(v & 0x7fff) : v; };
-  const int64_t d = ordered(a) - ordered(b);
-  return d < 0 ? -d : d;
-}
 
 }  // namespace
 
@@ -66,6 +62,7 @@ int cmd_run(Args& args) {
   const long long tokens = args.get_int("tokens", 16);
   const long long seed = args.get_int("seed", 1);
   const std::string device_arg = args.get("device", cuda_available() ? "cuda" : "cpu");
+  const std::string family = args.get("family", "");
   args.finish("run");
   MHC_CHECK(layers >= 1 && layers <= 1000, "--layers: expected 1..1000, got ", layers);
   MHC_CHECK(tokens >= 0, "--tokens: expected >= 0, got ", tokens);
@@ -102,7 +99,7 @@ int cmd_run(Args& args) {
               c.norm_eps, c.pre_eps, c.sinkhorn_eps, c.sinkhorn_iters, c.post_scale, c.rmsnorm_eps);
   std::printf("  stand-in sublayer: bf16(0.5*sin(1.5*x + 0.1*(s mod 7))) (see mhc run --help)\n\n");
 
-  const tools::RunResult r = tools::run_model(model, embedding, tokens, device);
+  const tools::RunResult r = tools::run_model(model, embedding, tokens, device, family);
   std::printf("  %-14s %6s %12s %12s  %s\n", "operator", "calls", "total us", "us/call", "variant");
   for (const auto& kv : r.op_us) {
     const int calls = r.op_calls.at(kv.first);
@@ -121,17 +118,29 @@ int cmd_run(Args& args) {
 
   if (device.type == DeviceType::kCUDA) {
     const tools::RunResult ref = tools::run_model(model, embedding, tokens, Device{});
-    int64_t max_ulp = 0, equal = 0;
+    // Chained over every boundary, a 1-ulp difference of one operator (allowed by the contract,
+    // checked per operator by the test suite) propagates; the whole-model check therefore asks
+    // each element to be within 2 bf16 ulps of max(|reference|, reference rms) and >= 90% of
+    // the elements to be bit-equal.
+    int64_t equal = 0, outside = 0;
+    double max_abs = 0.0, ref_sq = 0.0;
+    for (uint16_t v : ref.output) {
+      const double b = detail::bf16_to_float(v);
+      ref_sq += b * b;
+    }
+    const double ref_rms = ref.output.empty() ? 0.0 : std::sqrt(ref_sq / ref.output.size());
     for (size_t i = 0; i < r.output.size(); ++i) {
-      const int64_t d = ulp_distance(r.output[i], ref.output[i]);
-      max_ulp = d > max_ulp ? d : max_ulp;
-      equal += d == 0;
+      equal += r.output[i] == ref.output[i];
+      const double a = detail::bf16_to_float(r.output[i]), b = detail::bf16_to_float(ref.output[i]);
+      const double d = std::fabs(a - b);
+      max_abs = std::fmax(max_abs, d);
+      outside += !(d <= std::ldexp(std::fmax(std::fabs(b), ref_rms), -6));
     }
     const double frac = r.output.empty() ? 1.0 : static_cast<double>(equal) / r.output.size();
-    const bool ok = max_ulp <= 1 && frac >= 0.99;
-    std::printf("  check against the CPU reference: max %lld ulp, %.4f%% bit-equal, reference checksum %016llx: %s\n",
-                static_cast<long long>(max_ulp), 100.0 * frac,
-                static_cast<unsigned long long>(tools::checksum(ref.output)), ok ? "OK" : "MISMATCH");
+    const bool ok = outside == 0 && frac >= 0.90;
+    std::printf("  check against the CPU reference: %.4f%% bit-equal, max |gpu - cpu| %.3g (reference rms %.3g), "
+                "%lld elements beyond 2 ulps: %s\n",
+                100.0 * frac, max_abs, ref_rms, static_cast<long long>(outside), ok ? "OK" : "MISMATCH");
     if (!ok) return 3;
   }
   return 0;
