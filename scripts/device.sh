@@ -47,7 +47,8 @@ note "build ok in $(( $(date +%s) - t0 )) s"
 if [[ "$steps" == *" test "* ]]; then
   # The gtest binary directly (one process: ctest would start a CUDA context per test case).
   t0=$(date +%s)
-  timeout "$T_TEST" ./build-dev/tests/test_gpu --gtest_brief=1 > "$OUT/gpu-tests.log" 2>&1
+  timeout "$T_TEST" ./build-dev/tests/test_gpu --gtest_brief=1 --gtest_filter="${MHC_TEST_FILTER:-*}" \
+    > "$OUT/gpu-tests.log" 2>&1
   rc=$?
   [ $rc -eq 0 ] || status=1
   note "gpu tests: rc=$rc, $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \]' "$OUT/gpu-tests.log" | head -3 | tr '\n' ' ') ($(( $(date +%s) - t0 )) s)"
@@ -69,8 +70,9 @@ if [[ "$steps" == *" run "* ]]; then
 fi
 
 if [[ "$steps" == *" sanitize "* ]]; then
-  filter="${MHC_SANITIZE_FILTER:-*}"
   for tool in memcheck racecheck synccheck; do
+    filter="${MHC_SANITIZE_FILTER:-*}"
+    [ "$tool" = racecheck ] && filter="${MHC_RACECHECK_FILTER:-$filter}"
     t0=$(date +%s)
     timeout "$T_SAN" compute-sanitizer --tool "$tool" --error-exitcode 9 ./build-dev/tests/test_gpu \
       --gtest_filter="$filter" --gtest_brief=1 > "$OUT/sanitize-$tool.log" 2>&1
