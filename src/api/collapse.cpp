@@ -21,15 +21,12 @@ void collapse(const CollapseArgs& a) {
 
   detail::Problem p = c.problem(T, a.exec);
   p.pre_source = a.pre_source;
-  p.residual = detail::ptr<const detail::bf16_t>(a.residual);
-  p.residual_stride = detail::row_stride(a.residual);
+  detail::bind(a.residual, p.residual, p.residual_stride);
   if (a.pre_source == PreSource::kCarried) {
-    p.pre_mix_in = detail::ptr<const float>(a.pre_mix);
-    p.pre_mix_in_stride = detail::row_stride(a.pre_mix);
+    detail::bind(a.pre_mix, p.pre_mix_in, p.pre_mix_in_stride);
   }
   p.rmsnorm_weight = detail::ptr<const detail::bf16_t>(a.rmsnorm_weight);
-  p.layer_input = detail::ptr<detail::bf16_t>(a.layer_input);
-  p.layer_input_stride = detail::row_stride(a.layer_input);
+  detail::bind(a.layer_input, p.layer_input, p.layer_input_stride);
   detail::execute(p, a.exec.variant);
 }
 

@@ -21,16 +21,13 @@ detail::Problem lower(const HeadArgs& a) {
   detail::Problem p = c.problem(T, a.exec);
   p.head_kind = a.kind;
   p.pre_source = a.kind == HeadKind::kCarried ? PreSource::kCarried : PreSource::kComputed;
-  p.residual = detail::ptr<const detail::bf16_t>(a.residual);
-  p.residual_stride = detail::row_stride(a.residual);
+  detail::bind(a.residual, p.residual, p.residual_stride);
   if (a.kind == HeadKind::kLearned) p.weights = &a.weights->impl();
   if (a.kind == HeadKind::kCarried) {
-    p.pre_mix_in = detail::ptr<const float>(a.pre_mix_in);
-    p.pre_mix_in_stride = detail::row_stride(a.pre_mix_in);
+    detail::bind(a.pre_mix_in, p.pre_mix_in, p.pre_mix_in_stride);
   }
   p.rmsnorm_weight = detail::ptr<const detail::bf16_t>(a.rmsnorm_weight);
-  p.layer_input = detail::ptr<detail::bf16_t>(a.output);
-  p.layer_input_stride = detail::row_stride(a.output);
+  detail::bind(a.output, p.layer_input, p.layer_input_stride);
   return p;
 }
 

@@ -16,15 +16,11 @@ void mixes(const MixesArgs& a) {
   c.exec(a.exec);
 
   detail::Problem p = c.problem(T, a.exec);
-  p.residual = detail::ptr<const detail::bf16_t>(a.residual);
-  p.residual_stride = detail::row_stride(a.residual);
+  detail::bind(a.residual, p.residual, p.residual_stride);
   p.weights = &a.weights->impl();
-  p.pre_mix_out = detail::ptr<float>(a.pre_mix);
-  p.pre_mix_out_stride = detail::row_stride(a.pre_mix);
-  p.post_mix_out = detail::ptr<float>(a.post_mix);
-  p.post_mix_out_stride = detail::row_stride(a.post_mix);
-  p.comb_mix_out = detail::ptr<float>(a.comb_mix);
-  p.comb_mix_out_stride = detail::row_stride(a.comb_mix);
+  detail::bind(a.pre_mix, p.pre_mix_out, p.pre_mix_out_stride);
+  detail::bind(a.post_mix, p.post_mix_out, p.post_mix_out_stride);
+  detail::bind(a.comb_mix, p.comb_mix_out, p.comb_mix_out_stride);
   detail::execute(p, a.exec.variant);
 }
 

@@ -10,33 +10,11 @@ namespace {
 // Shared by pre and pre_broadcast: everything but the residual input and residual_out.
 template <typename Args>
 detail::Problem lower_pre(detail::Checker& c, const Args& a, int64_t T) {
-  const int64_t n = a.config.n, H = a.config.H;
-  c.weights(a.weights, "weights", false);
-  if (a.pre_source == PreSource::kCarried) {
-    c.tensor(a.pre_mix_in, "pre_mix_in", DType::kFloat32, {T, n});
-  }
-  c.optional(a.rmsnorm_weight, "rmsnorm_weight", DType::kBFloat16, {H});
-  c.output(a.layer_input, "layer_input", DType::kBFloat16, {T, H});
-  c.output(a.post_mix, "post_mix", DType::kFloat32, {T, n});
-  c.output(a.comb_mix, "comb_mix", DType::kFloat32, {T, n, n});
-  c.optional_output(a.pre_mix_out, "pre_mix_out", DType::kFloat32, {T, n});
-
   detail::Problem p = c.problem(T, a.exec);
-  p.pre_source = a.pre_source;
-  p.weights = &a.weights->impl();
-  if (a.pre_source == PreSource::kCarried) {
-    p.pre_mix_in = detail::ptr<const float>(a.pre_mix_in);
-    p.pre_mix_in_stride = detail::row_stride(a.pre_mix_in);
-  }
-  p.rmsnorm_weight = detail::ptr<const detail::bf16_t>(a.rmsnorm_weight);
-  p.layer_input = detail::ptr<detail::bf16_t>(a.layer_input);
-  p.layer_input_stride = detail::row_stride(a.layer_input);
-  p.post_mix_out = detail::ptr<float>(a.post_mix);
-  p.post_mix_out_stride = detail::row_stride(a.post_mix);
-  p.comb_mix_out = detail::ptr<float>(a.comb_mix);
-  p.comb_mix_out_stride = detail::row_stride(a.comb_mix);
-  p.pre_mix_out = detail::ptr<float>(a.pre_mix_out);
-  p.pre_mix_out_stride = detail::row_stride(a.pre_mix_out);
+  detail::lower_pre_stage(c,
+                          {a.pre_source, a.weights, &a.pre_mix_in, &a.rmsnorm_weight, &a.layer_input,
+                           &a.post_mix, "post_mix", &a.comb_mix, "comb_mix", &a.pre_mix_out},
+                          T, p);
   return p;
 }
 
@@ -46,8 +24,7 @@ detail::Problem lower(const PreArgs& a) {
   c.tensor(a.residual, "residual", DType::kBFloat16, {T, a.config.n, a.config.H});
   detail::Problem p = lower_pre(c, a, T);
   c.exec(a.exec);
-  p.residual = detail::ptr<const detail::bf16_t>(a.residual);
-  p.residual_stride = detail::row_stride(a.residual);
+  detail::bind(a.residual, p.residual, p.residual_stride);
   return p;
 }
 
@@ -58,11 +35,9 @@ detail::Problem lower(const PreBroadcastArgs& a) {
   detail::Problem p = lower_pre(c, a, T);
   c.optional_output(a.residual_out, "residual_out", DType::kBFloat16, {T, a.config.n, a.config.H});
   c.exec(a.exec);
-  p.residual = detail::ptr<const detail::bf16_t>(a.embedding);
-  p.residual_stride = detail::row_stride(a.embedding);
+  detail::bind(a.embedding, p.residual, p.residual_stride);
   p.residual_broadcast = true;
-  p.residual_out = detail::ptr<detail::bf16_t>(a.residual_out);
-  p.residual_out_stride = detail::row_stride(a.residual_out);
+  detail::bind(a.residual_out, p.residual_out, p.residual_out_stride);
   return p;
 }
 

@@ -175,6 +175,26 @@ int64_t row_stride(const TensorView& t) {
   return t.strides[0];
 }
 
+void lower_pre_stage(Checker& c, const PreStage& s, int64_t T, Problem& p) {
+  const int64_t n = p.n, H = p.H;
+  c.weights(s.weights, "weights", false);
+  if (s.pre_source == PreSource::kCarried) c.tensor(*s.pre_mix_in, "pre_mix_in", DType::kFloat32, {T, n});
+  c.optional(*s.rmsnorm_weight, "rmsnorm_weight", DType::kBFloat16, {H});
+  c.output(*s.layer_input, "layer_input", DType::kBFloat16, {T, H});
+  c.output(*s.post_mix, s.post_mix_name, DType::kFloat32, {T, n});
+  c.output(*s.comb_mix, s.comb_mix_name, DType::kFloat32, {T, n, n});
+  c.optional_output(*s.pre_mix_out, "pre_mix_out", DType::kFloat32, {T, n});
+
+  p.pre_source = s.pre_source;
+  p.weights = &s.weights->impl();
+  if (s.pre_source == PreSource::kCarried) bind(*s.pre_mix_in, p.pre_mix_in, p.pre_mix_in_stride);
+  p.rmsnorm_weight = ptr<const bf16_t>(*s.rmsnorm_weight);
+  bind(*s.layer_input, p.layer_input, p.layer_input_stride);
+  bind(*s.post_mix, p.post_mix_out, p.post_mix_out_stride);
+  bind(*s.comb_mix, p.comb_mix_out, p.comb_mix_out_stride);
+  bind(*s.pre_mix_out, p.pre_mix_out, p.pre_mix_out_stride);
+}
+
 void execute(const Problem& p, const char* forced_variant) {
   const Variant& v = select_variant(p, forced_variant);
   if (p.T == 0) return;

@@ -61,6 +61,28 @@ T* ptr(const TensorView& t) {
   return t.present() ? static_cast<T*>(t.data) : nullptr;
 }
 
+/// Points a Problem field (and its row stride) at a view; null when the view is absent.
+template <typename T>
+void bind(const TensorView& t, T*& field, int64_t& stride) {
+  field = ptr<T>(t);
+  stride = row_stride(t);
+}
+
+/// The pre half shared by pre, pre_broadcast and post_pre: the weights, the carried pre, the
+/// RMSNorm weight and the outputs layer_input, post, comb and fresh pre.
+struct PreStage {
+  PreSource pre_source;
+  const PreparedWeights* weights;
+  const TensorView* pre_mix_in;
+  const TensorView* rmsnorm_weight;
+  const TensorView* layer_input;
+  const TensorView* post_mix;  const char* post_mix_name;
+  const TensorView* comb_mix;  const char* comb_mix_name;
+  const TensorView* pre_mix_out;
+};
+/// Checks the pre half of a call with T tokens and fills it into `p`.
+void lower_pre_stage(Checker& c, const PreStage& s, int64_t T, Problem& p);
+
 /// Runs the variant the dispatcher picks (or exec.variant). T = 0 runs nothing.
 void execute(const Problem& p, const char* forced_variant);
 /// The id of the variant execute() would run.
