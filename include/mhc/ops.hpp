@@ -144,6 +144,8 @@ struct VariantInfo {
 std::vector<VariantInfo> list_variants();
 
 /// @brief The id of the variant the dispatcher picks for an operator call (without running it).
+std::string selected_variant(const MixesArgs& args);
+std::string selected_variant(const CollapseArgs& args);
 std::string selected_variant(const PostPreArgs& args);
 std::string selected_variant(const PreArgs& args);
 std::string selected_variant(const PreBroadcastArgs& args);

@@ -5,7 +5,9 @@
 
 namespace mhc {
 
-void collapse(const CollapseArgs& a) {
+namespace {
+
+detail::Problem lower(const CollapseArgs& a) {
   detail::Checker c(detail::Op::kCollapse, a.config);
   MHC_CHECK(a.pre_source != PreSource::kComputed,
             "collapse: pre_source: expected carried or identity (a computed pre needs mhc::pre), got computed");
@@ -27,7 +29,12 @@ void collapse(const CollapseArgs& a) {
   }
   p.rmsnorm_weight = detail::ptr<const detail::bf16_t>(a.rmsnorm_weight);
   detail::bind(a.layer_input, p.layer_input, p.layer_input_stride);
-  detail::execute(p, a.exec.variant);
+  return p;
 }
+
+}  // namespace
+
+void collapse(const CollapseArgs& a) { detail::execute(lower(a), a.exec.variant); }
+std::string selected_variant(const CollapseArgs& a) { return detail::select_id(lower(a), a.exec.variant); }
 
 }  // namespace mhc

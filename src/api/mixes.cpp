@@ -4,7 +4,9 @@
 
 namespace mhc {
 
-void mixes(const MixesArgs& a) {
+namespace {
+
+detail::Problem lower(const MixesArgs& a) {
   detail::Checker c(detail::Op::kMixes, a.config);
   const int64_t T = a.residual.present() ? a.residual.shape[0] : -1;
   const int64_t n = a.config.n, H = a.config.H;
@@ -21,7 +23,12 @@ void mixes(const MixesArgs& a) {
   detail::bind(a.pre_mix, p.pre_mix_out, p.pre_mix_out_stride);
   detail::bind(a.post_mix, p.post_mix_out, p.post_mix_out_stride);
   detail::bind(a.comb_mix, p.comb_mix_out, p.comb_mix_out_stride);
-  detail::execute(p, a.exec.variant);
+  return p;
 }
+
+}  // namespace
+
+void mixes(const MixesArgs& a) { detail::execute(lower(a), a.exec.variant); }
+std::string selected_variant(const MixesArgs& a) { return detail::select_id(lower(a), a.exec.variant); }
 
 }  // namespace mhc

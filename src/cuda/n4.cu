@@ -44,10 +44,6 @@ constexpr int kPartial = kRows + 1;   // 24 dots + sum of squares
 constexpr int kThreadsB = 256;
 constexpr int kMaxVecB = 8;           // H/8 vectors per token / 256 threads, for H <= 16384
 
-struct Vec8 {
-  uint4 raw;
-};
-
 __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
