@@ -11,8 +11,8 @@
 #   huge      the 64-bit indexing test (T = 2^20, H = 7168; needs ~110 GB of GPU memory)
 #   bench     mhc bench (see bench/run_device.sh for the sweep)
 #
-# GoogleTest: the device image has none; carry its sources as .deps/googletest (a copy of
-# Debian's /usr/src/googletest) and they are built here.
+# GoogleTest: the device image has none; run scripts/prepare_device.sh here first and carry
+# .deps (its sources are then built on the device).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL="${OUT:-/tmp/mhc-out}"
