@@ -89,7 +89,11 @@ class Spec:
         return round_bf16(post_mix[:, :, None] * out[:, None, :] + torch.einsum("tjk,tjh->tkh", comb, streams))
 
 
-def check_bf16(actual, expected, what):
+def check_bf16(actual, expected, what, max_ulp=1):
+    """bf16 outputs: within max_ulp of the float64 value rounded once, >= 99.9% bit-equal.
+    max_ulp=2 for an RMSNorm-folded output after an arithmetic collapse: the spec rounds the
+    collapse to bf16 before the norm, so an allowed 1-ulp collapse can move the folded value
+    by 2 (docs/numerics.md)."""
     a = actual.detach().cpu().contiguous().view(torch.int16).numpy().view(np.uint16).astype(np.int32)
     e = expected.cpu().to(torch.float32).to(torch.bfloat16).contiguous().view(torch.int16).numpy().view(np.uint16)
     e = e.astype(np.int32)  # expected is bf16-exact, so the float32 hop does not round
@@ -102,7 +106,7 @@ def check_bf16(actual, expected, what):
         detail = (f"{what}: max {d.max()} ulps, {np.sum(d > 1)} of {d.size} elements > 1 ulp, "
                   f"{np.mean(d == 0):.4%} bit-equal; worst at {tuple(int(i) for i in worst)}: "
                   f"got {to_f(a[worst])!r}, float64 value rounded once {to_f(e[worst])!r}")
-        assert d.max() <= 1, detail
+        assert d.max() <= max_ulp, detail
         assert np.mean(d == 0) >= 0.999, detail
 
 
@@ -157,19 +161,19 @@ def test_every_op_matches_float64_spec(preset, T, H, dev):
     check_mix(m.pre_mix, p, "mixes.pre"), check_mix(m.post_mix, q, "mixes.post"), check_mix(m.comb_mix, c, "comb")
 
     check_bf16(mt.collapse(res, pre_in, config=cfg, rmsnorm_weight=nw), spec.collapse(R, f64(pre_in), NW),
-               "collapse")
+               "collapse", max_ulp=2)
     check_bf16(mt.collapse(res, config=cfg, pre_source="identity"), R[:, 0, :], "collapse identity")
 
     for src, pre_used in [("computed", p), ("carried", f64(pre_in))]:
         o = mt.pre(res, w, config=cfg, pre_source=src, pre_mix_in=pre_in if src == "carried" else None,
                    rmsnorm_weight=nw)
-        check_bf16(o.layer_input, spec.collapse(R, pre_used, NW), f"pre {src}")
+        check_bf16(o.layer_input, spec.collapse(R, pre_used, NW), f"pre {src}", max_ulp=2)
         check_mix(o.post_mix, q, "pre.post_mix"), check_mix(o.comb_mix, c, "pre.comb"), check_mix(o.pre_mix_out, p, "pre.pre")
 
     Eb = E[:, None, :].expand(-1, n, -1)
     pb, qb, cb = spec.mixes(Eb, fn, scale, base)
     o = mt.pre_broadcast(emb, w, config=cfg, rmsnorm_weight=nw, materialize_residual=True)
-    check_bf16(o.layer_input, spec.collapse(Eb, pb, NW), "pre_broadcast")
+    check_bf16(o.layer_input, spec.collapse(Eb, pb, NW), "pre_broadcast", max_ulp=2)
     check_mix(o.comb_mix, cb, "pre_broadcast.comb"), check_mix(o.pre_mix_out, pb, "pre_broadcast.pre")
     assert torch.equal(o.residual_out, emb[:, None, :].expand(-1, n, -1))
     o = mt.pre_broadcast(emb, w, config=cfg, pre_source="identity")
@@ -188,13 +192,14 @@ def test_every_op_matches_float64_spec(preset, T, H, dev):
         Rk = f64(o.residual_out)
         pk, qk, ck = spec.mixes(Rk, fn, scale, base)
         check_mix(o.comb_mix_out, ck, "post_pre.comb"), check_mix(o.post_mix_out, qk, "post_pre.post")
-        check_bf16(o.layer_input, spec.collapse(Rk, pk if src == "computed" else pre_used, NW), f"post_pre {src}")
+        check_bf16(o.layer_input, spec.collapse(Rk, pk if src == "computed" else pre_used, NW), f"post_pre {src}",
+                   max_ulp=2)
 
     x = R.reshape(T, n * H)
     r = torch.rsqrt((x * x).sum(1) / x.shape[1] + spec.norm_eps)
     hp = torch.sigmoid((x @ hfn.T) * r[:, None] * hscale[0] + hbase) + spec.pre_eps
     check_bf16(mt.head(res, config=cfg, kind="learned", weights=hw, rmsnorm_weight=nw), spec.collapse(R, hp, NW),
-               "head learned")
+               "head learned", max_ulp=2)
     check_bf16(mt.head(res, config=cfg, kind="carried", pre_mix_in=pre_in), spec.collapse(R, f64(pre_in)),
                "head carried")
     check_bf16(mt.head(res, config=cfg, kind="mean"), round_bf16(R.mean(1)), "head mean")
@@ -217,7 +222,7 @@ def test_cuda_matches_cpu_backend():
     cpu = mt.post_pre(y.cpu(), res.cpu(), pm, cm, w_cpu, config=cfg, rmsnorm_weight=nw)
     for a, b, name in zip(gpu, cpu, gpu._fields):
         if a.dtype == torch.bfloat16:
-            check_bf16(a, f64(b), name)
+            check_bf16(a, f64(b), name, max_ulp=2 if name == "layer_input" else 1)
         else:
             check_mix(a, f64(b), name)
 
