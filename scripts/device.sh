@@ -2,7 +2,7 @@
 # The one script for the GPU machine: builds mhc for sm_90a, then runs the steps named on the
 # command line, writing logs and JSON under $OUT (default /tmp/mhc-out).
 #
-#   bash scripts/device.sh [build] [test] [run] [sanitize] [huge] [bench] [torch] [python]
+#   bash scripts/device.sh [test] [run] [sanitize] [huge] [python] [bench]
 #
 #   build     configure + build (always done first)
 #   test      ctest -L gpu (the GPU suite), then the CPU suite
@@ -10,6 +10,7 @@
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck over the GPU suite subset
 #   huge      the 64-bit indexing test (T = 2^20, H = 7168; needs ~110 GB of GPU memory)
 #   bench     mhc bench (see bench/run_device.sh for the sweep)
+#   python    the Python package built with the CUDA backend (sm_90a), then pytest tests/python
 #
 # GoogleTest: the device image has none; run scripts/prepare_device.sh here first and carry
 # .deps (its sources are then built on the device).
@@ -85,6 +86,17 @@ fi
 if [[ "$steps" == *" huge "* ]]; then
   MHC_TEST_HUGE=1 ./build-dev/tests/test_gpu --gtest_filter='*Huge*' > "$OUT/huge.log" 2>&1 || status=1
   note "huge T test: $(grep -E 'PASSED|FAILED' "$OUT/huge.log" | tail -2 | tr '\n' ' ')"
+fi
+
+if [[ "$steps" == *" python "* ]]; then
+  t0=$(date +%s)
+  rm -rf /tmp/mhc-py
+  python3 -m pip install --no-build-isolation --no-deps -q --target /tmp/mhc-py \
+    -C cmake.define.MHC_CUDA_ARCHITECTURES=90a -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90a \
+    -C build-dir=build-py-dev . > "$OUT/python-build.log" 2>&1 || status=1
+  (cd tests/python && PYTHONPATH=/tmp/mhc-py timeout "$T_TEST" python3 -m pytest -q -p no:cacheprovider .) \
+    > "$OUT/python-tests.log" 2>&1 || status=1
+  note "python tests: $(tail -1 "$OUT/python-tests.log") ($(( $(date +%s) - t0 )) s)"
 fi
 
 if [[ "$steps" == *" bench "* ]] && [ -f bench/run_device.sh ]; then
