@@ -5,7 +5,7 @@
 #   bash scripts/device.sh [test] [run] [sanitize] [huge] [python] [bench]
 #
 #   build     configure + build (always done first)
-#   test      ctest -L gpu (the GPU suite), then the CPU suite
+#   test      the GPU suite (tests/test_gpu, one process), then the CPU suites
 #   run       mhc run --device cuda for every model preset (checked against the CPU backend)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck over the GPU suite subset
 #   huge      the 64-bit indexing test (T = 2^20, H = 7168; needs ~110 GB of GPU memory)
