@@ -15,6 +15,7 @@ namespace {
 
 const char* kRunHelp =
     "usage: mhc run [--model NAME] [--checkpoint PATH] [--layers N] [--tokens T] [--device cpu|cuda] [--seed S]\n"
+    "               [--family F]\n"
     "\n"
     "Runs the mHC residual path of a model (spec section 5): the first-layer broadcast pre,\n"
     "a post_pre boundary around every sublayer, the final post and the head, in the model's\n"
