@@ -20,9 +20,9 @@
 // B fragments of a block's K-slice stay in registers for all its tiles (72 x 32-bit).
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned bf16 rows (pointers and row
 // strides). Tokens beyond the workspace's slice capacity run as several launches.
-#include <cstring>
 #include <vector>
 
+#include "src/core/bf16.hpp"
 #include "src/cuda/check.cuh"
 #include "src/cuda/common.cuh"
 #include "src/cuda/variants.hpp"
@@ -477,27 +477,14 @@ size_t n4_scratch_bytes(int64_t max_tokens) {
 std::vector<uint32_t> n4_fragments(const PreparedWeights::Impl& w) {
   if (w.n != kN || w.H % 512 != 0 || w.H > 16384) return {};
   const int64_t H = w.H, K = kN * H, chunks = H / kChunkCols;
-  auto bf16_rn = [](float f) -> uint16_t {
-    uint32_t word;
-    std::memcpy(&word, &f, sizeof word);
-    if ((word & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((word >> 16) | 0x40u);
-    word += 0x7fffu + ((word >> 16) & 1u);
-    return static_cast<uint16_t>(word >> 16);
-  };
-  auto widen = [](uint16_t b) {
-    const uint32_t word = static_cast<uint32_t>(b) << 16;
-    float f;
-    std::memcpy(&f, &word, sizeof f);
-    return f;
-  };
   // part(r, k, pp): the pp-th bf16 term of fn[r, k] (rows past w.rows are zero: a learned head).
   auto part = [&](int r, int64_t k, int pp) -> uint16_t {
     if (r >= w.rows) return 0;
     float rem = w.fn[r * K + k];
     uint16_t b = 0;
     for (int i = 0; i <= pp; ++i) {
-      b = bf16_rn(rem);
-      rem -= widen(b);
+      b = detail::float_to_bf16(rem);
+      rem -= detail::bf16_to_float(b);
     }
     return b;
   };
