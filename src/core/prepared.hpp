@@ -48,6 +48,7 @@ struct Workspace::Impl {
   void* scratch = nullptr;       // device scratch for split-K partials (fp32)
   size_t scratch_bytes = 0;
   int32_t num_sms = 0;           // multiprocessors of the device, read at creation
+  int64_t l2_bytes = 0;          // L2 size of the device, read at creation
   std::shared_ptr<void> device_memory;
 };
 

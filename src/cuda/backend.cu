@@ -11,6 +11,18 @@ namespace mhc::detail {
 
 namespace {
 
+// Makes `id` the current device for a scope.
+struct DeviceGuard {
+  int previous = 0;
+  explicit DeviceGuard(int id) {
+    MHC_CUDA_CHECK(cudaGetDevice(&previous));
+    MHC_CUDA_CHECK(cudaSetDevice(id));
+  }
+  ~DeviceGuard() { cudaSetDevice(previous); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+};
+
 // Owns one cudaMalloc'd block on a device; freed on that device.
 std::shared_ptr<void> device_alloc(Device device, size_t bytes) {
   int previous = 0;
@@ -83,6 +95,13 @@ void cuda_create_workspace(Workspace::Impl& ws) {
             device_name(ws.device), " is not a visible CUDA device (", cuda_device_count(), " visible)");
   ws.scratch_bytes = cuda::n4_scratch_bytes(ws.max_tokens);
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&ws.num_sms, cudaDevAttrMultiProcessorCount, ws.device.id));
+  int l2 = 0;
+  MHC_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, ws.device.id));
+  ws.l2_bytes = l2;
+  {
+    const DeviceGuard guard(ws.device.id);
+    cuda::n4_configure_device();
+  }
   ws.device_memory = device_alloc(ws.device, ws.scratch_bytes);
   ws.scratch = ws.device_memory.get();
   MHC_CUDA_CHECK(cudaDeviceSynchronize());

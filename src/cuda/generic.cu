@@ -8,8 +8,9 @@
 // reductions (sum of squares, the M dot products, the RMSNorm sum) cross threads, through
 // block_sum in a fixed order: deterministic and batch invariant.
 // Accumulation: fp32 FMA for the dot products (fn read as fp32 from the transposed copy
-// fn_t [K, rows]); fp32 epilogue with IEEE exp/div/sqrt; the post and collapse sums in double,
-// rounded once to bf16 (exact products, so cancelling terms still give the float64 result).
+// fn_t [K, rows]); fp32 epilogue (common.cuh); the post and collapse sums rounded once to bf16
+// from the exact sum (exact_sum_bf16: certified fp32, else double), so cancelling terms still
+// give the float64 result.
 // Envelope: any n in 1..8, any H, strided rows, broadcast residual. It reads fn from L2 once per
 // token, so it is the correctness baseline, not the fast path (see the n = 4 variants).
 #include "src/cuda/check.cuh"
@@ -63,16 +64,21 @@ __global__ void __launch_bounds__(kThreads, 1) generic_kernel(const GenericParam
       const bf16_t* lo = p.layer_output + t * p.layer_output_stride;
       bf16_t* out = p.residual_out + t * p.residual_out_stride;
       for (int64_t h = tid; h < H; h += kThreads) {
-        float xin[N];
+        float v[N + 1];  // (out, x_0 .. x_{n-1}): the terms' values, in the sum's order
+        v[0] = bf16_bits_to_float(lo[h]);
+        float abs_sum = fabsf(v[0]);
 #pragma unroll
-        for (int j = 0; j < N; ++j) xin[j] = bf16_bits_to_float(res[j * res_stream_stride + h]);
-        const float o = bf16_bits_to_float(lo[h]);
+        for (int j = 0; j < N; ++j) {
+          v[j + 1] = bf16_bits_to_float(res[j * res_stream_stride + h]);
+          abs_sum += fabsf(v[j + 1]);
+        }
 #pragma unroll
         for (int k = 0; k < N; ++k) {
-          double acc = static_cast<double>(s_post[k]) * o;
+          float w[N + 1];
+          w[0] = s_post[k];
 #pragma unroll
-          for (int j = 0; j < N; ++j) acc = fma(static_cast<double>(s_comb[j * N + k]), static_cast<double>(xin[j]), acc);
-          out[k * H + h] = double_to_bf16_bits(acc);
+          for (int j = 0; j < N; ++j) w[j + 1] = s_comb[j * N + k];
+          out[k * H + h] = exact_sum_bf16(w, v, sum_error_bound(sum_error_scale(w), abs_sum));
         }
       }
       x = out;
@@ -134,12 +140,14 @@ __global__ void __launch_bounds__(kThreads, 1) generic_kernel(const GenericParam
           for (int j = 0; j < N; ++j) acc += bf16_bits_to_float(x[j * x_stream_stride + h]);
           u = double_to_bf16_bits(acc / N);
         } else {
-          double acc = static_cast<double>(s_pre[0]) * bf16_bits_to_float(x[h]);
+          float w[N], v[N], abs_sum = 0.0f;
 #pragma unroll
-          for (int j = 1; j < N; ++j) {
-            acc = fma(static_cast<double>(s_pre[j]), static_cast<double>(bf16_bits_to_float(x[j * x_stream_stride + h])), acc);
+          for (int j = 0; j < N; ++j) {
+            w[j] = s_pre[j];
+            v[j] = bf16_bits_to_float(x[j * x_stream_stride + h]);
+            abs_sum += fabsf(v[j]);
           }
-          u = double_to_bf16_bits(acc);
+          u = exact_sum_bf16(w, v, sum_error_bound(sum_error_scale(w), abs_sum));
         }
         dst[h] = u;
         const float uf = bf16_bits_to_float(u);

@@ -63,34 +63,55 @@ __device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-/// new[k] = bf16(post[k]*o + sum_j comb[j,k]*x[j]) for 8 columns, summed in double and rounded
-/// once; the same operation order as the generic path, so both give the same bits.
-__device__ __forceinline__ void post8(const float* post, const float* comb, const uint4 (&res)[kN],
-                                      const uint4& lo, uint4 (&out)[kN]) {
+/// Per-token weights of the post sum new[k] = post[k]*o + sum_j comb[j,k]*x[j], in the order of
+/// its terms, with the error scale of each output (exact_sum_bf16, common.cuh).
+struct PostWeights {
+  float w[kN][kN + 1];  // w[k] = (post[k], comb[0,k], .., comb[3,k])
+  float scale[kN];
+};
+
+__device__ __forceinline__ PostWeights post_weights(const float* post, const float* comb) {
+  PostWeights pw;
+#pragma unroll
+  for (int k = 0; k < kN; ++k) {
+    pw.w[k][0] = post[k];
+#pragma unroll
+    for (int j = 0; j < kN; ++j) pw.w[k][j + 1] = comb[j * kN + k];
+    pw.scale[k] = sum_error_scale(pw.w[k]);
+  }
+  return pw;
+}
+
+/// new[k] for 8 columns, each rounded once from the exact sum: the same bits as the generic path.
+__device__ __forceinline__ void post8(const PostWeights& pw, const uint4 (&res)[kN], const uint4& lo,
+                                      uint4 (&out)[kN]) {
   float x[kN][8], o[8];
 #pragma unroll
   for (int j = 0; j < kN; ++j) unpack8(res[j], x[j]);
   unpack8(lo, o);
+  uint32_t w[kN][4];
 #pragma unroll
-  for (int k = 0; k < kN; ++k) {
-    uint32_t w[4];
+  for (int e = 0; e < 8; ++e) {
+    float v[kN + 1];
+    v[0] = o[e];
+    float abs_sum = fabsf(o[e]);
 #pragma unroll
-    for (int e = 0; e < 8; e += 2) {
-      bf16_t b[2];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        double acc = static_cast<double>(post[k]) * o[e + i];
-#pragma unroll
-        for (int j = 0; j < kN; ++j) acc = fma(static_cast<double>(comb[j * kN + k]), static_cast<double>(x[j][e + i]), acc);
-        b[i] = double_to_bf16_bits(acc);
-      }
-      w[e / 2] = static_cast<uint32_t>(b[0]) | (static_cast<uint32_t>(b[1]) << 16);
+    for (int j = 0; j < kN; ++j) {
+      v[j + 1] = x[j][e];
+      abs_sum += fabsf(x[j][e]);
     }
-    out[k] = make_uint4(w[0], w[1], w[2], w[3]);
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      const uint32_t b = exact_sum_bf16(pw.w[k], v, sum_error_bound(pw.scale[k], abs_sum));
+      w[k][e / 2] = (e % 2 == 0) ? b : (w[k][e / 2] | (b << 16));
+    }
   }
+#pragma unroll
+  for (int k = 0; k < kN; ++k) out[k] = make_uint4(w[k][0], w[k][1], w[k][2], w[k][3]);
 }
 
 __device__ __forceinline__ uint4 ld16(const bf16_t* p) { return *reinterpret_cast<const uint4*>(p); }
+__device__ __forceinline__ uint4 ldcs16(const bf16_t* p) { return __ldcs(reinterpret_cast<const uint4*>(p)); }
 __device__ __forceinline__ void st16(bf16_t* p, const uint4& v) { *reinterpret_cast<uint4*>(p) = v; }
 
 __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
@@ -100,6 +121,31 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1
       "{%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Asynchronous global -> shared copies (sm_80+). A copy with valid = false writes zeros and
+// reads nothing. Streamed inputs carry an L2 evict-first hint (read once), so the new residual
+// that the collapse re-reads stays in L2 longer.
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid, uint64_t policy) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(gmem),
+               "r"(valid ? 16 : 0), "l"(policy)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem, bool valid) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 4 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 struct N4Params {
@@ -127,18 +173,65 @@ struct N4Params {
   float inv_k;
 };
 
+// Shared memory of mix_kernel (dynamic): a ring of kStages raw input tiles filled by cp.async,
+// then the tile's new residual / the per-warp accumulators, then the tile's sums of squares.
+// A stage: residual [16 tokens][4 streams][16 vectors of 8 columns], layer_output [16][16],
+// mixes [16][20] (post[4], comb[16]).
+constexpr int kStages = 4;
+constexpr int kStageRes = kTile * kN * kChunkCols * 2;     // 16 KB
+constexpr int kStageLo = kTile * kChunkCols * 2;           // 4 KB
+constexpr int kStageMix = kTile * (kN + kN * kN) * 4;      // 1280 B
+constexpr int kStageBytes = kStageRes + kStageLo + kStageMix;
+constexpr int kBufferBytes = 8 * kTile * kNTiles * 8 * 4;  // red: [8 warps][16][72] fp32
+constexpr int kMixSmem = kStages * kStageBytes + kBufferBytes + kTile * 4;
+static_assert(kStageBytes % 16 == 0 && kTile * kXStride * 2 <= kBufferBytes, "smem layout");
+
+// Thread -> (token row tt, 8-column vector cv) of a tile: loads, the post stage and the stores.
+// Each thread reads from a stage exactly the 16-byte vectors it copied there; the token's
+// mixes are copied by its 16 lanes (one warp half) and read after a __syncwarp.
+__device__ __forceinline__ void issue_tile(const N4Params& p, unsigned char* stage, int64_t tile, int tt,
+                                           int cv, int64_t col0, uint64_t policy) {
+  const int64_t t = tile * kTile + tt;
+  const bool valid = t < p.T;
+  const int64_t tc = valid ? t : 0;  // an address inside the tensor for the zero-fill copies
+  uint4* res_s = reinterpret_cast<uint4*>(stage);
+  const bf16_t* res = p.residual + tc * p.residual_stride + col0 + cv * 8;
+  const int streams = p.res_stream_stride == 0 ? 1 : kN;  // broadcast: one row, used n times
+  for (int j = 0; j < streams; ++j) {
+    cp_async16(&res_s[(tt * kN + j) * 16 + cv], res + j * p.res_stream_stride, valid, policy);
+  }
+  if (p.has_post) {
+    uint4* lo_s = reinterpret_cast<uint4*>(stage + kStageRes);
+    cp_async16(&lo_s[tt * 16 + cv], p.layer_output + tc * p.layer_output_stride + col0 + cv * 8, valid, policy);
+    float* mix_s = reinterpret_cast<float*>(stage + kStageRes + kStageLo) + tt * (kN + kN * kN);
+    if (cv < kN) cp_async4(mix_s + cv, p.post_mix + tc * p.post_mix_stride + cv, valid);
+    cp_async4(mix_s + kN + cv, p.comb_mix + tc * p.comb_mix_stride + cv, valid);
+  }
+}
+
 __global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
+  extern __shared__ __align__(16) unsigned char smem[];
   // xs (the tile's new residual, bf16) and red (per-warp accumulators) share one buffer: red is
   // written only after every warp has finished reading xs.
-  __shared__ __align__(16) float buffer[8 * kTile * kNTiles * 8];
-  __shared__ float ss[kTile];
-  bf16_t* xs = reinterpret_cast<bf16_t*>(buffer);
-  float* red = buffer;
-  static_assert(kTile * kXStride * sizeof(bf16_t) <= sizeof(buffer), "xs must fit in the buffer");
+  float* red = reinterpret_cast<float*>(smem + kStages * kStageBytes);
+  bf16_t* xs = reinterpret_cast<bf16_t*>(red);
+  float* ss = red + kBufferBytes / 4;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, q = lane & 3;
   const int chunk = blockIdx.x;
   const int64_t col0 = static_cast<int64_t>(chunk) * kChunkCols;
+  const int tt = tid >> 4, cv = tid & 15;
+  const uint64_t policy = evict_first_policy();
+
+  // This block's tiles: blockIdx.y, blockIdx.y + gridDim.y, ...; the first kStages - 1 are
+  // requested before the B fragments load, so both are in flight together.
+  const int64_t tiles = (p.T + kTile - 1) / kTile;
+  const int64_t count = tiles > blockIdx.y ? (tiles - blockIdx.y + gridDim.y - 1) / gridDim.y : 0;
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < count) issue_tile(p, smem + i * kStageBytes, blockIdx.y + i * static_cast<int64_t>(gridDim.y), tt, cv, col0, policy);
+    cp_async_commit();
+  }
 
   // This warp's B fragments for the chunk, kept in registers for every tile.
   uint2 b[kSteps][kNTiles];
@@ -151,48 +244,46 @@ __global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
     }
   }
 
-  // Load mapping: thread -> (token row tt, 8-column vector cv) of the tile.
-  const int tt = tid >> 4, cv = tid & 15;
-  const int64_t tiles = (p.T + kTile - 1) / kTile;
-  for (int64_t tile = blockIdx.y; tile < tiles; tile += gridDim.y) {
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t tile = blockIdx.y + i * gridDim.y;
+    cp_async_wait<kStages - 2>();  // this thread's copies of tile i have landed
+    __syncwarp();                  // and its token's mixes, copied by the other 15 lanes
+    {
+      const int64_t next = i + kStages - 1;  // its stage held tile i - 1, finished by every thread
+      if (next < count) {
+        issue_tile(p, smem + (next % kStages) * kStageBytes, blockIdx.y + next * gridDim.y, tt, cv, col0, policy);
+      }
+      cp_async_commit();
+    }
+    const unsigned char* stage = smem + (i % kStages) * kStageBytes;
     const int64_t t = tile * kTile + tt;
-    float sq = 0.0f;
-    if (t < p.T) {
-      const bf16_t* res = p.residual + t * p.residual_stride + col0 + cv * 8;
-      uint4 x[kN];
-      if (p.has_post) {
-        uint4 r[kN];
+    const uint4* res_s = reinterpret_cast<const uint4*>(stage);
+    const bool bcast = p.res_stream_stride == 0;
+    uint4 x[kN];
+    if (p.has_post) {
+      uint4 r[kN];
 #pragma unroll
-        for (int j = 0; j < kN; ++j) r[j] = ld16(res + j * p.res_stream_stride);
-        const uint4 lo = ld16(p.layer_output + t * p.layer_output_stride + col0 + cv * 8);
-        float post[kN], comb[kN * kN];
-#pragma unroll
-        for (int j = 0; j < kN; ++j) post[j] = p.post_mix[t * p.post_mix_stride + j];
-#pragma unroll
-        for (int j = 0; j < kN * kN; ++j) comb[j] = p.comb_mix[t * p.comb_mix_stride + j];
-        post8(post, comb, r, lo, x);
-      } else {
-#pragma unroll
-        for (int j = 0; j < kN; ++j) x[j] = ld16(res + j * p.res_stream_stride);
-      }
-      if (p.residual_out != nullptr) {
-        bf16_t* out = p.residual_out + t * p.residual_out_stride + col0 + cv * 8;
-#pragma unroll
-        for (int j = 0; j < kN; ++j) st16(out + j * p.H, x[j]);
-      }
-#pragma unroll
-      for (int j = 0; j < kN; ++j) {
-        *reinterpret_cast<uint4*>(&xs[tt * kXStride + j * kChunkCols + cv * 8]) = x[j];
-        float f[8];
-        unpack8(x[j], f);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) sq = fmaf(f[e], f[e], sq);
-      }
+      for (int j = 0; j < kN; ++j) r[j] = res_s[(tt * kN + (bcast ? 0 : j)) * 16 + cv];
+      const uint4 lo = reinterpret_cast<const uint4*>(stage + kStageRes)[tt * 16 + cv];
+      const float* mix = reinterpret_cast<const float*>(stage + kStageRes + kStageLo) + tt * (kN + kN * kN);
+      post8(post_weights(mix, mix + kN), r, lo, x);
     } else {
 #pragma unroll
-      for (int j = 0; j < kN; ++j) {
-        *reinterpret_cast<uint4*>(&xs[tt * kXStride + j * kChunkCols + cv * 8]) = make_uint4(0, 0, 0, 0);
-      }
+      for (int j = 0; j < kN; ++j) x[j] = res_s[(tt * kN + (bcast ? 0 : j)) * 16 + cv];
+    }
+    float sq = 0.0f;
+    if (t < p.T && p.residual_out != nullptr) {
+      bf16_t* out = p.residual_out + t * p.residual_out_stride + col0 + cv * 8;
+#pragma unroll
+      for (int j = 0; j < kN; ++j) st16(out + j * p.H, x[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < kN; ++j) {
+      *reinterpret_cast<uint4*>(&xs[tt * kXStride + j * kChunkCols + cv * 8]) = x[j];
+      float f[8];
+      unpack8(x[j], f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sq = fmaf(f[e], f[e], sq);
     }
     // The token's 16 threads are 16 consecutive lanes: fixed-order butterfly.
 #pragma unroll
@@ -245,7 +336,7 @@ __global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
       }
       p.partials[(tok * p.chunks + chunk) * kPartial + r] = v;
     }
-    __syncthreads();  // xs, red and ss are rewritten by the next tile
+    __syncthreads();  // xs, red and ss are rewritten by the next tile; stage i is free again
   }
 }
 
@@ -278,6 +369,11 @@ __global__ void __launch_bounds__(kThreadsB) collapse_kernel(const N4Params p) {
   const int64_t vecs = p.H / 8;
   const bf16_t* x = p.x + t * p.x_stride;
   bf16_t* dst = p.layer_input + t * p.layer_input_stride;
+  const bool weighted = p.pre_source != PreSource::kIdentity && !p.head_mean;
+  float pre[kN];
+#pragma unroll
+  for (int j = 0; j < kN; ++j) pre[j] = weighted ? s_pre[j] : 0.0f;
+  const float pre_scale = sum_error_scale(pre);
   uint4 u[kMaxVecB];
   float sq[1] = {0.0f};
 #pragma unroll
@@ -286,26 +382,45 @@ __global__ void __launch_bounds__(kThreadsB) collapse_kernel(const N4Params p) {
     if (v >= vecs) break;
     if (p.pre_source == PreSource::kIdentity) {
       u[i] = ld16(x + v * 8);
+    } else if (!p.head_mean) {
+      // Each output rounded once from the exact sum (exact_sum_bf16); the streams are read
+      // for the last time here (streaming loads).
+      float f[kN][8];
+#pragma unroll
+      for (int j = 0; j < kN; ++j) unpack8(ldcs16(x + j * p.x_stream_stride + v * 8), f[j]);
+      uint32_t w[4];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        float vals[kN], abs_sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kN; ++j) {
+          vals[j] = f[j][e];
+          abs_sum += fabsf(f[j][e]);
+        }
+        const uint32_t b = exact_sum_bf16(pre, vals, sum_error_bound(pre_scale, abs_sum));
+        w[e / 2] = (e % 2 == 0) ? b : (w[e / 2] | (b << 16));
+      }
+      u[i] = make_uint4(w[0], w[1], w[2], w[3]);
     } else {
-      // double sums, rounded once (see common.cuh); the mean head divides the exact sum by n
+      // the mean head: the exact sum (double), divided by n, rounded once
       double acc[8];
       float f[8];
       unpack8(ld16(x + v * 8), f);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) acc[e] = p.head_mean ? f[e] : static_cast<double>(s_pre[0]) * f[e];
+      for (int e = 0; e < 8; ++e) acc[e] = f[e];
 #pragma unroll
       for (int j = 1; j < kN; ++j) {
         unpack8(ld16(x + j * p.x_stream_stride + v * 8), f);
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
-          acc[e] = p.head_mean ? acc[e] + f[e] : fma(static_cast<double>(s_pre[j]), static_cast<double>(f[e]), acc[e]);
+          acc[e] += f[e];
         }
       }
       uint32_t w[4];
 #pragma unroll
       for (int e = 0; e < 8; e += 2) {
-        const double a0 = p.head_mean ? acc[e] / kN : acc[e], a1 = p.head_mean ? acc[e + 1] / kN : acc[e + 1];
-        w[e / 2] = static_cast<uint32_t>(double_to_bf16_bits(a0)) | (static_cast<uint32_t>(double_to_bf16_bits(a1)) << 16);
+        w[e / 2] = static_cast<uint32_t>(double_to_bf16_bits(acc[e] / kN)) |
+                   (static_cast<uint32_t>(double_to_bf16_bits(acc[e + 1] / kN)) << 16);
       }
       u[i] = make_uint4(w[0], w[1], w[2], w[3]);
     }
@@ -351,7 +466,7 @@ __global__ void __launch_bounds__(256) post_kernel(const N4Params p) {
     for (int j = 0; j < kN; ++j) post[j] = __ldg(p.post_mix + t * p.post_mix_stride + j);
 #pragma unroll
     for (int j = 0; j < kN * kN; ++j) comb[j] = __ldg(p.comb_mix + t * p.comb_mix_stride + j);
-    post8(post, comb, r, lo, out);
+    post8(post_weights(post, comb), r, lo, out);
     bf16_t* dst = p.residual_out + t * p.residual_out_stride + v * 8;
 #pragma unroll
     for (int j = 0; j < kN; ++j) st16(dst + j * p.H, out[j]);
@@ -449,6 +564,15 @@ void n4_run(const detail::Problem& p) {
   MHC_CHECK(slice_tokens >= kTile || !k.has_mixes, detail::op_name(p.op),
             ": workspace too small for H = ", p.H);
   if (!k.has_mixes) slice_tokens = p.T;
+  // When the collapse re-reads the streams the mixes just read (or wrote), a slice's streams
+  // (8H bytes a token) fit in half the L2, so the collapse reads them from L2, not DRAM. The
+  // slicing never changes a token's result (batch invariance): each token's arithmetic is the
+  // same in every slice.
+  if (k.has_mixes && k.has_collapse && p.workspace->l2_bytes > 0) {
+    int64_t l2_tokens = static_cast<int64_t>(p.workspace->l2_bytes) / 2 / (8 * p.H);
+    l2_tokens -= l2_tokens % kTile;
+    if (l2_tokens >= 8 * kTile && l2_tokens < slice_tokens) slice_tokens = l2_tokens;
+  }
   for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
     const N4Params s = slice(k, t0, count);
@@ -457,12 +581,16 @@ void n4_run(const detail::Problem& p) {
       // about one block per multiprocessor: chunks x groups <= SMs
       int64_t groups = p.workspace->num_sms / k.chunks;
       groups = groups < 1 ? 1 : (groups < tiles ? groups : tiles);
-      mix_kernel<<<dim3(static_cast<unsigned>(k.chunks), static_cast<unsigned>(groups)), kThreadsA, 0, stream>>>(s);
+      mix_kernel<<<dim3(static_cast<unsigned>(k.chunks), static_cast<unsigned>(groups)), kThreadsA, kMixSmem, stream>>>(s);
       MHC_CUDA_CHECK_LAUNCH();
     }
     collapse_kernel<<<static_cast<unsigned>(count), kThreadsB, 0, stream>>>(s);
     MHC_CUDA_CHECK_LAUNCH();
   }
+}
+
+void n4_configure_device() {
+  MHC_CUDA_CHECK(cudaFuncSetAttribute(mix_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMixSmem));
 }
 
 size_t n4_scratch_bytes(int64_t max_tokens) {
