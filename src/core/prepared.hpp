@@ -49,6 +49,7 @@ struct Workspace::Impl {
   size_t scratch_bytes = 0;
   int32_t num_sms = 0;           // multiprocessors of the device, read at creation
   int64_t l2_bytes = 0;          // L2 size of the device, read at creation
+  int32_t cc_major = 0;          // compute capability (major) of the device
   std::shared_ptr<void> device_memory;
 };
 

@@ -98,6 +98,7 @@ void cuda_create_workspace(Workspace::Impl& ws) {
   int l2 = 0;
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, ws.device.id));
   ws.l2_bytes = l2;
+  MHC_CUDA_CHECK(cudaDeviceGetAttribute(&ws.cc_major, cudaDevAttrComputeCapabilityMajor, ws.device.id));
   {
     const DeviceGuard guard(ws.device.id);
     cuda::n4_configure_device();

@@ -42,7 +42,8 @@ constexpr int kNTiles = 9;            // 3 parts x 24 rows / 8
 constexpr int kXStride = kSliceK + 8; // padded smem row (conflict-free 32-bit fragment loads)
 constexpr int kPartial = kRows + 1;   // 24 dots + sum of squares
 constexpr int kThreadsB = 256;
-constexpr int kMaxVecB = 8;           // H/8 vectors per token / 256 threads, for H <= 16384
+constexpr int kMaxChunks = 16384 / kChunkCols;  // 128
+constexpr int kPartialSplit = 8;      // chunk groups the collapse sums in parallel
 
 __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
@@ -121,6 +122,23 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1
       "{%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Programmatic dependent launch (sm_90+): a kernel launched with the programmatic
+// serialization attribute may start while the kernel before it in the stream finishes;
+// pdl_wait() returns once that kernel has completed and its writes are visible, so every read
+// of a predecessor's output (and every write a predecessor might still read) comes after it.
+// pdl_launch_dependents() lets the next kernel start once every block of this one has run it.
+// Both are no-ops before sm_90 and for launches without the attribute.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 }
 
 // Asynchronous global -> shared copies (sm_80+). A copy with valid = false writes zeros and
@@ -222,18 +240,10 @@ __global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
   const int64_t col0 = static_cast<int64_t>(chunk) * kChunkCols;
   const int tt = tid >> 4, cv = tid & 15;
   const uint64_t policy = evict_first_policy();
+  pdl_launch_dependents();
 
-  // This block's tiles: blockIdx.y, blockIdx.y + gridDim.y, ...; the first kStages - 1 are
-  // requested before the B fragments load, so both are in flight together.
-  const int64_t tiles = (p.T + kTile - 1) / kTile;
-  const int64_t count = tiles > blockIdx.y ? (tiles - blockIdx.y + gridDim.y - 1) / gridDim.y : 0;
-#pragma unroll
-  for (int i = 0; i < kStages - 1; ++i) {
-    if (i < count) issue_tile(p, smem + i * kStageBytes, blockIdx.y + i * static_cast<int64_t>(gridDim.y), tt, cv, col0, policy);
-    cp_async_commit();
-  }
-
-  // This warp's B fragments for the chunk, kept in registers for every tile.
+  // This warp's B fragments for the chunk, kept in registers for every tile. They are weights,
+  // not a predecessor's output: their loads overlap the end of the kernel before this one.
   uint2 b[kSteps][kNTiles];
   {
     const uint2* src = p.fn_frag + (static_cast<int64_t>(chunk) * 8 + warp) * kSteps * kNTiles * 32;
@@ -242,6 +252,17 @@ __global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
 #pragma unroll
       for (int nt = 0; nt < kNTiles; ++nt) b[s][nt] = src[(s * kNTiles + nt) * 32 + lane];
     }
+  }
+  pdl_wait();
+
+  // This block's tiles: blockIdx.y, blockIdx.y + gridDim.y, ...; the first kStages - 1 are
+  // requested now, while the B fragments are still arriving.
+  const int64_t tiles = (p.T + kTile - 1) / kTile;
+  const int64_t count = tiles > blockIdx.y ? (tiles - blockIdx.y + gridDim.y - 1) / gridDim.y : 0;
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < count) issue_tile(p, smem + i * kStageBytes, blockIdx.y + i * static_cast<int64_t>(gridDim.y), tt, cv, col0, policy);
+    cp_async_commit();
   }
 
   for (int64_t i = 0; i < count; ++i) {
@@ -340,17 +361,39 @@ __global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
   }
 }
 
-__global__ void __launch_bounds__(kThreadsB) collapse_kernel(const N4Params p) {
+__global__ void __launch_bounds__(kThreadsB, 5) collapse_kernel(const N4Params p) {
+  extern __shared__ __align__(16) unsigned char row_smem[];  // the collapsed row (RMSNorm fold)
   __shared__ float scratch[kThreadsB / 32];
+  __shared__ float s_part[kPartialSplit][kPartial];
   __shared__ float s_dot[kPartial];
   __shared__ float s_pre[kN];
+  pdl_launch_dependents();
+  pdl_wait();  // the partials (and the streams) come from the kernels before this one
   const int tid = threadIdx.x;
   const int64_t t = blockIdx.x;
   if (p.has_mixes) {
+    // Sum of the partials over chunks in a fixed order, the same for every token: thread
+    // (part, r) adds chunks part, part + 8, ... in order (all its loads in flight at once),
+    // then thread r adds the 8 part sums in order.
+    if (tid < kPartialSplit * kPartial) {
+      const int part = tid / kPartial, r = tid % kPartial;
+      const float* src = p.partials + t * p.chunks * kPartial + r;
+      float v[kMaxChunks / kPartialSplit];
+#pragma unroll
+      for (int i = 0; i < kMaxChunks / kPartialSplit; ++i) {
+        const int c = part + i * kPartialSplit;
+        v[i] = c < p.chunks ? src[c * kPartial] : 0.0f;
+      }
+      float s = v[0];
+#pragma unroll
+      for (int i = 1; i < kMaxChunks / kPartialSplit; ++i) s += v[i];
+      s_part[part][r] = s;
+    }
+    __syncthreads();
     if (tid < kPartial) {
-      float s = 0.0f;
-      const float* src = p.partials + t * p.chunks * kPartial + tid;
-      for (int c = 0; c < p.chunks; ++c) s += src[c * kPartial];
+      float s = s_part[0][tid];
+#pragma unroll
+      for (int i = 1; i < kPartialSplit; ++i) s += s_part[i][tid];
       s_dot[tid] = s;
     }
     __syncthreads();
@@ -369,20 +412,19 @@ __global__ void __launch_bounds__(kThreadsB) collapse_kernel(const N4Params p) {
   const int64_t vecs = p.H / 8;
   const bf16_t* x = p.x + t * p.x_stride;
   bf16_t* dst = p.layer_input + t * p.layer_input_stride;
+  uint4* row = reinterpret_cast<uint4*>(row_smem);
+  const bool fold = p.rmsnorm_weight != nullptr;
   const bool weighted = p.pre_source != PreSource::kIdentity && !p.head_mean;
   float pre[kN];
 #pragma unroll
   for (int j = 0; j < kN; ++j) pre[j] = weighted ? s_pre[j] : 0.0f;
   const float pre_scale = sum_error_scale(pre);
-  uint4 u[kMaxVecB];
   float sq[1] = {0.0f};
-#pragma unroll
-  for (int i = 0; i < kMaxVecB; ++i) {
-    const int64_t v = tid + static_cast<int64_t>(i) * kThreadsB;
-    if (v >= vecs) break;
+  for (int64_t v = tid; v < vecs; v += kThreadsB) {
+    uint4 u;
     if (p.pre_source == PreSource::kIdentity) {
-      u[i] = ld16(x + v * 8);
-    } else if (!p.head_mean) {
+      u = ld16(x + v * 8);
+    } else if (weighted) {
       // Each output rounded once from the exact sum (exact_sum_bf16); the streams are read
       // for the last time here (streaming loads).
       float f[kN][8];
@@ -400,7 +442,7 @@ __global__ void __launch_bounds__(kThreadsB) collapse_kernel(const N4Params p) {
         const uint32_t b = exact_sum_bf16(pre, vals, sum_error_bound(pre_scale, abs_sum));
         w[e / 2] = (e % 2 == 0) ? b : (w[e / 2] | (b << 16));
       }
-      u[i] = make_uint4(w[0], w[1], w[2], w[3]);
+      u = make_uint4(w[0], w[1], w[2], w[3]);
     } else {
       // the mean head: the exact sum (double), divided by n, rounded once
       double acc[8];
@@ -412,9 +454,7 @@ __global__ void __launch_bounds__(kThreadsB) collapse_kernel(const N4Params p) {
       for (int j = 1; j < kN; ++j) {
         unpack8(ld16(x + j * p.x_stream_stride + v * 8), f);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          acc[e] += f[e];
-        }
+        for (int e = 0; e < 8; ++e) acc[e] += f[e];
       }
       uint32_t w[4];
 #pragma unroll
@@ -422,26 +462,24 @@ __global__ void __launch_bounds__(kThreadsB) collapse_kernel(const N4Params p) {
         w[e / 2] = static_cast<uint32_t>(double_to_bf16_bits(acc[e] / kN)) |
                    (static_cast<uint32_t>(double_to_bf16_bits(acc[e + 1] / kN)) << 16);
       }
-      u[i] = make_uint4(w[0], w[1], w[2], w[3]);
+      u = make_uint4(w[0], w[1], w[2], w[3]);
     }
-    if (p.rmsnorm_weight == nullptr) {
-      st16(dst + v * 8, u[i]);
+    if (!fold) {
+      st16(dst + v * 8, u);
     } else {
+      row[v] = u;  // read back below by this thread only
       float f[8];
-      unpack8(u[i], f);
+      unpack8(u, f);
 #pragma unroll
       for (int e = 0; e < 8; ++e) sq[0] = fmaf(f[e], f[e], sq[0]);
     }
   }
-  if (p.rmsnorm_weight == nullptr) return;
+  if (!fold) return;
   block_sum(sq, scratch);
   const float inv = 1.0f / sqrtf(sq[0] / static_cast<float>(p.H) + p.rmsnorm_eps);
-#pragma unroll
-  for (int i = 0; i < kMaxVecB; ++i) {
-    const int64_t v = tid + static_cast<int64_t>(i) * kThreadsB;
-    if (v >= vecs) break;
+  for (int64_t v = tid; v < vecs; v += kThreadsB) {
     float f[8], w[8], y[8];
-    unpack8(u[i], f);
+    unpack8(row[v], f);
     unpack8(ld16(p.rmsnorm_weight + v * 8), w);
 #pragma unroll
     for (int e = 0; e < 8; ++e) y[e] = f[e] * inv * w[e];
@@ -451,6 +489,8 @@ __global__ void __launch_bounds__(kThreadsB) collapse_kernel(const N4Params p) {
 
 /// post alone: one thread per (token, 8 columns), all 4 streams.
 __global__ void __launch_bounds__(256) post_kernel(const N4Params p) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t vecs = p.H / 8;
   const int64_t total = p.T * vecs;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
@@ -471,6 +511,23 @@ __global__ void __launch_bounds__(256) post_kernel(const N4Params p) {
 #pragma unroll
     for (int j = 0; j < kN; ++j) st16(dst + j * p.H, out[j]);
   }
+}
+
+// Launches `kernel(p)`, with programmatic dependent launch where the device has it (sm_90+):
+// the kernel's prologue (weight loads, block scheduling) overlaps the end of the one before.
+template <typename Kernel>
+void launch(Kernel kernel, dim3 grid, int threads, size_t smem, const detail::Problem& problem, const N4Params& p) {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = static_cast<cudaStream_t>(problem.stream);
+  cfg.attrs = &attr;
+  cfg.numAttrs = problem.workspace->cc_major >= 9 ? 1 : 0;
+  MHC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
@@ -507,7 +564,6 @@ void n4_run(const detail::Problem& p) {
   MHC_CHECK(n4_supports(p), detail::op_name(p.op), ": cuda_n4 does not support this call");
   MHC_CHECK(p.workspace != nullptr && p.workspace->scratch != nullptr, detail::op_name(p.op),
             ": cuda_n4 needs a workspace (mhc::Workspace::create)");
-  auto stream = static_cast<cudaStream_t>(p.stream);
   N4Params k{};
   k.T = p.T;
   k.H = p.H;
@@ -553,8 +609,7 @@ void n4_run(const detail::Problem& p) {
     const int64_t total = p.T * (p.H / 8);
     const int64_t blocks_needed = (total + 255) / 256;
     const int64_t cap = static_cast<int64_t>(p.workspace->num_sms) * 16;
-    post_kernel<<<static_cast<unsigned>(blocks_needed < cap ? blocks_needed : cap), 256, 0, stream>>>(k);
-    MHC_CUDA_CHECK_LAUNCH();
+    launch(post_kernel, dim3(static_cast<unsigned>(blocks_needed < cap ? blocks_needed : cap)), 256, 0, p, k);
     return;
   }
   // Token slices that fit the workspace's partials (multiples of the 16-token tile).
@@ -581,11 +636,10 @@ void n4_run(const detail::Problem& p) {
       // about one block per multiprocessor: chunks x groups <= SMs
       int64_t groups = p.workspace->num_sms / k.chunks;
       groups = groups < 1 ? 1 : (groups < tiles ? groups : tiles);
-      mix_kernel<<<dim3(static_cast<unsigned>(k.chunks), static_cast<unsigned>(groups)), kThreadsA, kMixSmem, stream>>>(s);
-      MHC_CUDA_CHECK_LAUNCH();
+      launch(mix_kernel, dim3(static_cast<unsigned>(k.chunks), static_cast<unsigned>(groups)), kThreadsA, kMixSmem, p, s);
     }
-    collapse_kernel<<<static_cast<unsigned>(count), kThreadsB, 0, stream>>>(s);
-    MHC_CUDA_CHECK_LAUNCH();
+    const size_t row_bytes = s.has_collapse && s.rmsnorm_weight != nullptr ? static_cast<size_t>(p.H) * 2 : 0;
+    launch(collapse_kernel, dim3(static_cast<unsigned>(count)), kThreadsB, row_bytes, p, s);
   }
 }
 
