@@ -1,10 +1,10 @@
 // src/cuda/common.cuh - device helpers shared by every CUDA variant: bf16 conversion, the
 // deterministic block reduction, and the per-token mixes epilogue (sigmoids + Sinkhorn).
 //
-// Numerics: fp32 throughout with IEEE exp/sqrt and correctly rounded reciprocals (__frcp_rn,
-// no fast-math intrinsics), so the epilogue stays within ~1e-6 of the float64 reference. The
-// Sinkhorn divides through one reciprocal per row/column sum (x * rcp(d): within 1.5 ulp of
-// x / d): a one-thread Sinkhorn with 32 IEEE divisions per iteration took ~13 us per token.
+// Numerics: fp32 throughout with IEEE exp/sqrt; divisions are multiplications by a reciprocal
+// from rcp.approx (relative error <= 2^-23, so x * rcp(d) is within ~2 ulp of x / d), which
+// keeps the epilogue within ~1e-6 of the float64 reference. A one-thread Sinkhorn with 32 IEEE
+// divisions per iteration took ~13 us per token.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -97,7 +97,16 @@ __device__ __forceinline__ void block_sum(float (&values)[kCount], float* scratc
   }
 }
 
-__device__ __forceinline__ float sigmoid(float x) { return __frcp_rn(1.0f + expf(-x)); }
+/// 1/x by the multi-function unit (rcp.approx: relative error <= 2^-23, one instruction). The
+/// epilogue's serial chain (Sinkhorn: 8 reciprocals per iteration) runs on one thread per token,
+/// so its latency is the decode latency: __frcp_rn cost ~10 us per token there.
+__device__ __forceinline__ float fast_rcp(float x) {
+  float r;
+  asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
+__device__ __forceinline__ float sigmoid(float x) { return fast_rcp(1.0f + expf(-x)); }
 
 /// The spec's Sinkhorn (section 3), in registers, on an N x N matrix c[j*N + k].
 template <int N>
@@ -113,7 +122,7 @@ __device__ __forceinline__ void sinkhorn(float (&c)[N * N], int iters, float eps
       c[j * N + k] = expf(c[j * N + k] - mx);
       sum += c[j * N + k];
     }
-    const float r = __frcp_rn(sum);
+    const float r = fast_rcp(sum);
 #pragma unroll
     for (int k = 0; k < N; ++k) c[j * N + k] = fmaf(c[j * N + k], r, eps);
   }
@@ -124,7 +133,7 @@ __device__ __forceinline__ void sinkhorn(float (&c)[N * N], int iters, float eps
         float sum = 0.0f;
 #pragma unroll
         for (int k = 0; k < N; ++k) sum += c[j * N + k];
-        const float r = __frcp_rn(sum + eps);
+        const float r = fast_rcp(sum + eps);
 #pragma unroll
         for (int k = 0; k < N; ++k) c[j * N + k] *= r;
       }
@@ -134,7 +143,7 @@ __device__ __forceinline__ void sinkhorn(float (&c)[N * N], int iters, float eps
       float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < N; ++j) sum += c[j * N + k];
-      const float r = __frcp_rn(sum + eps);
+      const float r = fast_rcp(sum + eps);
 #pragma unroll
       for (int j = 0; j < N; ++j) c[j * N + k] *= r;
     }

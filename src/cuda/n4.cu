@@ -35,7 +35,8 @@ constexpr int kN = 4;
 constexpr int kRows = 24;             // (n+2)*n
 constexpr int kChunkCols = 128;       // hidden columns per chunk
 constexpr int kSliceK = kN * kChunkCols;  // 512
-constexpr int kTile = 16;             // tokens per mma tile
+constexpr int kTile = 32;             // tokens per block iteration (two m16 mma tiles)
+constexpr int kMTiles = kTile / 16;
 constexpr int kThreadsA = 256;        // 8 warps, each owns 64 of the 512 k's
 constexpr int kSteps = 4;             // k16 steps per warp
 constexpr int kNTiles = 9;            // 3 parts x 24 rows / 8
@@ -192,53 +193,59 @@ struct N4Params {
 };
 
 // Shared memory of mix_kernel (dynamic): a ring of kStages raw input tiles filled by cp.async,
-// then the tile's new residual / the per-warp accumulators, then the tile's sums of squares.
-// A stage: residual [16 tokens][4 streams][16 vectors of 8 columns], layer_output [16][16],
-// mixes [16][20] (post[4], comb[16]).
-constexpr int kStages = 4;
-constexpr int kStageRes = kTile * kN * kChunkCols * 2;     // 16 KB
-constexpr int kStageLo = kTile * kChunkCols * 2;           // 4 KB
-constexpr int kStageMix = kTile * (kN + kN * kN) * 4;      // 1280 B
+// the tile's new residual (xs, the mma A operand), and two buffers of per-warp partial dots.
+// A stage: residual [32 tokens][4 streams][16 vectors of 8 columns], layer_output [32][16],
+// mixes [32][20] (post[4], comb[16]).
+constexpr int kStages = 3;
+constexpr int kStageRes = kTile * kN * kChunkCols * 2;     // 32 KB
+constexpr int kStageLo = kTile * kChunkCols * 2;           // 8 KB
+constexpr int kStageMix = kTile * (kN + kN * kN) * 4;      // 2.5 KB
 constexpr int kStageBytes = kStageRes + kStageLo + kStageMix;
-constexpr int kBufferBytes = 8 * kTile * kNTiles * 8 * 4;  // red: [8 warps][16][72] fp32
-constexpr int kMixSmem = kStages * kStageBytes + kBufferBytes + kTile * 4;
-static_assert(kStageBytes % 16 == 0 && kTile * kXStride * 2 <= kBufferBytes, "smem layout");
+constexpr int kXsBytes = kTile * kXStride * 2;             // 32.5 KB
+constexpr int kRedFloats = 8 * kTile * kRows;              // [8 warps][32 tokens][24]
+constexpr int kMixSmem = kStages * kStageBytes + kXsBytes + 2 * kRedFloats * 4;
+static_assert(kStageBytes % 16 == 0 && kXsBytes % 16 == 0 && kMixSmem <= 227 * 1024, "smem layout");
 
-// Thread -> (token row tt, 8-column vector cv) of a tile: loads, the post stage and the stores.
-// Each thread reads from a stage exactly the 16-byte vectors it copied there; the token's
-// mixes are copied by its 16 lanes (one warp half) and read after a __syncwarp.
-__device__ __forceinline__ void issue_tile(const N4Params& p, unsigned char* stage, int64_t tile, int tt,
+// Thread -> (token rows tt and tt + 16, 8-column vector cv) of a tile: loads, the post stage and
+// the stores. Each thread reads from a stage exactly the 16-byte vectors it copied there; a
+// token's mixes are copied by its 16 lanes (one warp half) and read after a __syncwarp.
+__device__ __forceinline__ void issue_tile(const N4Params& p, unsigned char* stage, int64_t tile, int tt0,
                                            int cv, int64_t col0, uint64_t policy) {
-  const int64_t t = tile * kTile + tt;
-  const bool valid = t < p.T;
-  const int64_t tc = valid ? t : 0;  // an address inside the tensor for the zero-fill copies
-  uint4* res_s = reinterpret_cast<uint4*>(stage);
-  const bf16_t* res = p.residual + tc * p.residual_stride + col0 + cv * 8;
   const int streams = p.res_stream_stride == 0 ? 1 : kN;  // broadcast: one row, used n times
-  for (int j = 0; j < streams; ++j) {
-    cp_async16(&res_s[(tt * kN + j) * 16 + cv], res + j * p.res_stream_stride, valid, policy);
-  }
-  if (p.has_post) {
-    uint4* lo_s = reinterpret_cast<uint4*>(stage + kStageRes);
-    cp_async16(&lo_s[tt * 16 + cv], p.layer_output + tc * p.layer_output_stride + col0 + cv * 8, valid, policy);
-    float* mix_s = reinterpret_cast<float*>(stage + kStageRes + kStageLo) + tt * (kN + kN * kN);
-    if (cv < kN) cp_async4(mix_s + cv, p.post_mix + tc * p.post_mix_stride + cv, valid);
-    cp_async4(mix_s + kN + cv, p.comb_mix + tc * p.comb_mix_stride + cv, valid);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int tt = tt0 + half * 16;
+    const int64_t t = tile * kTile + tt;
+    const bool valid = t < p.T;
+    const int64_t tc = valid ? t : 0;  // an address inside the tensor for the zero-fill copies
+    uint4* res_s = reinterpret_cast<uint4*>(stage);
+    const bf16_t* res = p.residual + tc * p.residual_stride + col0 + cv * 8;
+    for (int j = 0; j < streams; ++j) {
+      cp_async16(&res_s[(tt * kN + j) * 16 + cv], res + j * p.res_stream_stride, valid, policy);
+    }
+    if (p.has_post) {
+      uint4* lo_s = reinterpret_cast<uint4*>(stage + kStageRes);
+      cp_async16(&lo_s[tt * 16 + cv], p.layer_output + tc * p.layer_output_stride + col0 + cv * 8, valid, policy);
+      float* mix_s = reinterpret_cast<float*>(stage + kStageRes + kStageLo) + tt * (kN + kN * kN);
+      if (cv < kN) cp_async4(mix_s + cv, p.post_mix + tc * p.post_mix_stride + cv, valid);
+      cp_async4(mix_s + kN + cv, p.comb_mix + tc * p.comb_mix_stride + cv, valid);
+    }
   }
 }
 
+// Per 32-token tile, two block barriers: (1) xs holds the tile's new residual; (2) every warp
+// has written its partial dots to red[tile % 2] (and read xs). The next tile's post stage may
+// then overwrite xs while this tile's dots are summed from red[tile % 2]; the tile after that
+// writes red[tile % 2] only after its own barrier (1), which every thread reaches after the sum.
 __global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
   extern __shared__ __align__(16) unsigned char smem[];
-  // xs (the tile's new residual, bf16) and red (per-warp accumulators) share one buffer: red is
-  // written only after every warp has finished reading xs.
-  float* red = reinterpret_cast<float*>(smem + kStages * kStageBytes);
-  bf16_t* xs = reinterpret_cast<bf16_t*>(red);
-  float* ss = red + kBufferBytes / 4;
+  bf16_t* xs = reinterpret_cast<bf16_t*>(smem + kStages * kStageBytes);
+  float* red_base = reinterpret_cast<float*>(smem + kStages * kStageBytes + kXsBytes);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, q = lane & 3;
   const int chunk = blockIdx.x;
   const int64_t col0 = static_cast<int64_t>(chunk) * kChunkCols;
-  const int tt = tid >> 4, cv = tid & 15;
+  const int tt0 = tid >> 4, cv = tid & 15;
   const uint64_t policy = evict_first_policy();
   pdl_launch_dependents();
 
@@ -261,103 +268,113 @@ __global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
   const int64_t count = tiles > blockIdx.y ? (tiles - blockIdx.y + gridDim.y - 1) / gridDim.y : 0;
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
-    if (i < count) issue_tile(p, smem + i * kStageBytes, blockIdx.y + i * static_cast<int64_t>(gridDim.y), tt, cv, col0, policy);
+    if (i < count) issue_tile(p, smem + i * kStageBytes, blockIdx.y + i * static_cast<int64_t>(gridDim.y), tt0, cv, col0, policy);
     cp_async_commit();
   }
 
+  const bool bcast = p.res_stream_stride == 0;
   for (int64_t i = 0; i < count; ++i) {
     const int64_t tile = blockIdx.y + i * gridDim.y;
+    float* red = red_base + (i % 2) * kRedFloats;
     cp_async_wait<kStages - 2>();  // this thread's copies of tile i have landed
-    __syncwarp();                  // and its token's mixes, copied by the other 15 lanes
+    __syncwarp();                  // and its tokens' mixes, copied by the other 15 lanes
     {
-      const int64_t next = i + kStages - 1;  // its stage held tile i - 1, finished by every thread
+      // Its stage held tile i - 1, whose reads every thread finished before barrier (2) of i - 1.
+      const int64_t next = i + kStages - 1;
       if (next < count) {
-        issue_tile(p, smem + (next % kStages) * kStageBytes, blockIdx.y + next * gridDim.y, tt, cv, col0, policy);
+        issue_tile(p, smem + (next % kStages) * kStageBytes, blockIdx.y + next * gridDim.y, tt0, cv, col0, policy);
       }
       cp_async_commit();
     }
     const unsigned char* stage = smem + (i % kStages) * kStageBytes;
-    const int64_t t = tile * kTile + tt;
     const uint4* res_s = reinterpret_cast<const uint4*>(stage);
-    const bool bcast = p.res_stream_stride == 0;
-    uint4 x[kN];
-    if (p.has_post) {
-      uint4 r[kN];
 #pragma unroll
-      for (int j = 0; j < kN; ++j) r[j] = res_s[(tt * kN + (bcast ? 0 : j)) * 16 + cv];
-      const uint4 lo = reinterpret_cast<const uint4*>(stage + kStageRes)[tt * 16 + cv];
-      const float* mix = reinterpret_cast<const float*>(stage + kStageRes + kStageLo) + tt * (kN + kN * kN);
-      post8(post_weights(mix, mix + kN), r, lo, x);
-    } else {
+    for (int half = 0; half < 2; ++half) {
+      const int tt = tt0 + half * 16;
+      const int64_t t = tile * kTile + tt;
+      uint4 x[kN];
+      if (p.has_post) {
+        uint4 r[kN];
 #pragma unroll
-      for (int j = 0; j < kN; ++j) x[j] = res_s[(tt * kN + (bcast ? 0 : j)) * 16 + cv];
+        for (int j = 0; j < kN; ++j) r[j] = res_s[(tt * kN + (bcast ? 0 : j)) * 16 + cv];
+        const uint4 lo = reinterpret_cast<const uint4*>(stage + kStageRes)[tt * 16 + cv];
+        const float* mix = reinterpret_cast<const float*>(stage + kStageRes + kStageLo) + tt * (kN + kN * kN);
+        post8(post_weights(mix, mix + kN), r, lo, x);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kN; ++j) x[j] = res_s[(tt * kN + (bcast ? 0 : j)) * 16 + cv];
+      }
+      const bool valid = t < p.T;
+      if (valid && p.residual_out != nullptr) {
+        bf16_t* out = p.residual_out + t * p.residual_out_stride + col0 + cv * 8;
+#pragma unroll
+        for (int j = 0; j < kN; ++j) st16(out + j * p.H, x[j]);
+      }
+      float sq = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kN; ++j) {
+        *reinterpret_cast<uint4*>(&xs[tt * kXStride + j * kChunkCols + cv * 8]) = x[j];
+        float f[8];
+        unpack8(x[j], f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sq = fmaf(f[e], f[e], sq);
+      }
+      // The token's 16 threads are 16 consecutive lanes: fixed-order butterfly.
+#pragma unroll
+      for (int off = 8; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
+      if (cv == 0 && valid) p.partials[(t * p.chunks + chunk) * kPartial + kRows] = sq;
     }
-    float sq = 0.0f;
-    if (t < p.T && p.residual_out != nullptr) {
-      bf16_t* out = p.residual_out + t * p.residual_out_stride + col0 + cv * 8;
-#pragma unroll
-      for (int j = 0; j < kN; ++j) st16(out + j * p.H, x[j]);
-    }
-#pragma unroll
-    for (int j = 0; j < kN; ++j) {
-      *reinterpret_cast<uint4*>(&xs[tt * kXStride + j * kChunkCols + cv * 8]) = x[j];
-      float f[8];
-      unpack8(x[j], f);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) sq = fmaf(f[e], f[e], sq);
-    }
-    // The token's 16 threads are 16 consecutive lanes: fixed-order butterfly.
-#pragma unroll
-    for (int off = 8; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
-    if (cv == 0) ss[tt] = sq;
-    __syncthreads();
+    __syncthreads();  // (1)
 
-    // Tensor cores: this warp's 64 k's of the tile against the 72 fragment columns.
-    float acc[kNTiles][4];
+    // Tensor cores: this warp's 64 k's of both m-tiles against the 72 fragment columns.
+    float acc[kMTiles][kNTiles][4];
 #pragma unroll
-    for (int nt = 0; nt < kNTiles; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+    for (int m = 0; m < kMTiles; ++m) {
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) acc[m][nt][0] = acc[m][nt][1] = acc[m][nt][2] = acc[m][nt][3] = 0.0f;
+    }
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
       const int kb = warp * 64 + s * 16 + 2 * q;
-      const uint32_t a0 = *reinterpret_cast<const uint32_t*>(&xs[g * kXStride + kb]);
-      const uint32_t a1 = *reinterpret_cast<const uint32_t*>(&xs[(g + 8) * kXStride + kb]);
-      const uint32_t a2 = *reinterpret_cast<const uint32_t*>(&xs[g * kXStride + kb + 8]);
-      const uint32_t a3 = *reinterpret_cast<const uint32_t*>(&xs[(g + 8) * kXStride + kb + 8]);
 #pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt) mma_bf16(acc[nt], a0, a1, a2, a3, b[s][nt].x, b[s][nt].y);
-    }
-    __syncthreads();  // every warp is done with xs before red overwrites it
-    // red[warp][row][col], col = nt*8 + n
+      for (int m = 0; m < kMTiles; ++m) {
+        const bf16_t* xr = xs + (m * 16 + g) * kXStride + kb;
+        const uint32_t a0 = *reinterpret_cast<const uint32_t*>(xr);
+        const uint32_t a1 = *reinterpret_cast<const uint32_t*>(xr + 8 * kXStride);
+        const uint32_t a2 = *reinterpret_cast<const uint32_t*>(xr + 8);
+        const uint32_t a3 = *reinterpret_cast<const uint32_t*>(xr + 8 * kXStride + 8);
 #pragma unroll
-    for (int nt = 0; nt < kNTiles; ++nt) {
-      float* r0 = red + (warp * kTile + g) * (kNTiles * 8) + nt * 8 + 2 * q;
-      float* r1 = red + (warp * kTile + g + 8) * (kNTiles * 8) + nt * 8 + 2 * q;
-      r0[0] = acc[nt][0];
-      r0[1] = acc[nt][1];
-      r1[0] = acc[nt][2];
-      r1[1] = acc[nt][3];
-    }
-    __syncthreads();
-    for (int idx = tid; idx < kTile * kPartial; idx += kThreadsA) {
-      const int row = idx / kPartial, r = idx % kPartial;
-      const int64_t tok = tile * kTile + row;
-      if (tok >= p.T) continue;
-      float v;
-      if (r < kRows) {
-        float part[3] = {0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int w = 0; w < 8; ++w) {
-          const float* base = red + (w * kTile + row) * (kNTiles * 8);
-#pragma unroll
-          for (int pp = 0; pp < 3; ++pp) part[pp] += base[pp * kRows + r];
-        }
-        v = part[0] + (part[1] + part[2]);
-      } else {
-        v = ss[row];
+        for (int nt = 0; nt < kNTiles; ++nt) mma_bf16(acc[m][nt], a0, a1, a2, a3, b[s][nt].x, b[s][nt].y);
       }
-      p.partials[(tok * p.chunks + chunk) * kPartial + r] = v;
     }
-    __syncthreads();  // xs, red and ss are rewritten by the next tile; stage i is free again
+    // The three parts of fn (n-tiles blk, 3 + blk, 6 + blk) summed in registers, hi + (mid + lo);
+    // red[warp][token][row] with row = blk * 8 + 2q (+1).
+#pragma unroll
+    for (int m = 0; m < kMTiles; ++m) {
+#pragma unroll
+      for (int blk = 0; blk < 3; ++blk) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float2 v;
+          v.x = acc[m][blk][2 * h] + (acc[m][3 + blk][2 * h] + acc[m][6 + blk][2 * h]);
+          v.y = acc[m][blk][2 * h + 1] + (acc[m][3 + blk][2 * h + 1] + acc[m][6 + blk][2 * h + 1]);
+          const int token = m * 16 + g + 8 * h;
+          *reinterpret_cast<float2*>(&red[(warp * kTile + token) * kRows + blk * 8 + 2 * q]) = v;
+        }
+      }
+    }
+    __syncthreads();  // (2)
+    // The tile's dots: the 8 warps' values in warp order.
+#pragma unroll
+    for (int k = 0; k < kTile * kRows / kThreadsA; ++k) {
+      const int idx = tid + k * kThreadsA;
+      const int token = idx / kRows, r = idx % kRows;
+      const int64_t tok = tile * kTile + token;
+      float v = red[token * kRows + r];
+#pragma unroll
+      for (int w = 1; w < 8; ++w) v += red[(w * kTile + token) * kRows + r];
+      if (tok < p.T) p.partials[(tok * p.chunks + chunk) * kPartial + r] = v;
+    }
   }
 }
 
