@@ -36,7 +36,11 @@ def workspace():
 # ---- spec section 3 in plain torch float64 (independent of mhc_reference.py) -------------------
 
 def round_bf16(v):
-    """float64 tensor -> nearest bf16 value as float64 (ties to even, one rounding)."""
+    """float64 tensor -> nearest bf16 value as float64 (ties to even, one rounding).
+    Runs on the CPU: torch.pow(2.0, k) on CUDA need not be an exact power of two, which moves
+    exact ties (common in a mean of 4 bf16 values) off the tie; the CPU's pow is exact there."""
+    device = v.device
+    v = v.cpu()
     a = v.abs()
     _, e = torch.frexp(a)
     ulp = torch.clamp(e.to(torch.float64) - 8, min=-133)
@@ -44,7 +48,7 @@ def round_bf16(v):
     r = q * torch.pow(2.0, ulp)
     r = torch.where(r >= 2.0 ** 128, torch.full_like(r, float("inf")), r)
     r = torch.where(torch.isnan(v), v, r)
-    return torch.copysign(r, v)
+    return torch.copysign(r, v).to(device)
 
 
 def f64(t):
@@ -99,6 +103,16 @@ def check_bf16(actual, expected, what, max_ulp=1):
     e = e.astype(np.int32)  # expected is bf16-exact, so the float32 hop does not round
     order = lambda b: np.where(b & 0x8000, 0x8000 - b, b)  # noqa: E731
     d = np.abs(order(a) - order(e))
+    # The cancellation allowance of the C++ suite (tests/gpu_harness.hpp, docs/numerics.md): where
+    # the terms of a sum cancel, pre weights carrying the spec's fp32-level error land many ulps of
+    # the tiny result away; such an element passes (not as bit-equal) when its absolute error is
+    # <= 1e-5 x the RMS of its reference row.
+    if d.size and expected.dim() >= 1:
+        ef = expected.detach().cpu().to(torch.float64).numpy()
+        af = actual.detach().cpu().to(torch.float64).numpy()
+        rms = np.sqrt(np.mean(ef * ef, axis=-1, keepdims=True))
+        cancel = (d > max_ulp) & (np.abs(af - ef) <= 1e-5 * rms)
+        d = np.where(cancel, 1, d)
     assert a.shape == e.shape, what
     if d.size:
         worst = np.unravel_index(np.argmax(d), d.shape)
@@ -202,7 +216,9 @@ def test_every_op_matches_float64_spec(preset, T, H, dev):
                "head learned", max_ulp=2)
     check_bf16(mt.head(res, config=cfg, kind="carried", pre_mix_in=pre_in), spec.collapse(R, f64(pre_in)),
                "head carried")
-    check_bf16(mt.head(res, config=cfg, kind="mean"), round_bf16(R.mean(1)), "head mean")
+    # The spec's mean head is the exact sum divided by n (one rounding); torch's float64 mean on
+    # CUDA need not be that bit for bit, and bf16 ties are common in a mean of 4 bf16 values.
+    check_bf16(mt.head(res, config=cfg, kind="mean"), round_bf16(R.sum(1) / n), "head mean")
 
 
 def test_cuda_matches_cpu_backend():
