@@ -292,8 +292,15 @@ __global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
     for (int half = 0; half < 2; ++half) {
       const int tt = tt0 + half * 16;
       const int64_t t = tile * kTile + tt;
+      const bool valid = t < p.T;
       uint4 x[kN];
-      if (p.has_post) {
+      if (p.has_post && !valid) {
+        // A padding row (zero-filled): its dots are never stored. Skipping post8 here matters:
+        // its all-zero sums never certify in fp32 (-0 vs +0 ends) and would all take the
+        // double path, ~9 us at T = 1.
+#pragma unroll
+        for (int j = 0; j < kN; ++j) x[j] = make_uint4(0, 0, 0, 0);
+      } else if (p.has_post) {
         uint4 r[kN];
 #pragma unroll
         for (int j = 0; j < kN; ++j) r[j] = res_s[(tt * kN + (bcast ? 0 : j)) * 16 + cv];
@@ -304,7 +311,6 @@ __global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
 #pragma unroll
         for (int j = 0; j < kN; ++j) x[j] = res_s[(tt * kN + (bcast ? 0 : j)) * 16 + cv];
       }
-      const bool valid = t < p.T;
       if (valid && p.residual_out != nullptr) {
         bf16_t* out = p.residual_out + t * p.residual_out_stride + col0 + cv * 8;
 #pragma unroll
