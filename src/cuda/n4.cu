@@ -4,22 +4,26 @@
 // collapse), in two kernels:
 //   mix_kernel (phase A)     grid (C = H/128 chunks, token groups). A block owns one chunk of
 //                            128 hidden columns of all 4 streams (a 512-wide K-slice) and walks
-//                            16-token tiles. Per tile: the post stage (16-byte vectors; the new
-//                            residual goes to residual_out and to shared memory), then the
-//                            tile's 24 dot products over the K-slice on tensor cores:
-//                            mma.m16n8k16 bf16 with x (exact in bf16) against fn split into three
-//                            bf16 parts (hi + mid + lo), fp32 accumulate; plus the tile's sum of
-//                            squares. Partials go to the workspace [token][chunk][25].
-//   collapse_kernel (phase B) one block per token: sums the partials over chunks in chunk order,
-//                            runs the epilogue (sigmoids, Sinkhorn), then the collapse and the
-//                            RMSNorm fold with 16-byte vectors.
+//                            32-token tiles, fed by a 3-stage cp.async ring. Per tile: the post
+//                            stage (16-byte vectors; the new residual goes to residual_out and
+//                            to shared memory), then the tile's 24 dot products over the K-slice
+//                            on tensor cores: mma.m16n8k16 bf16 with x (exact in bf16) against
+//                            fn split into three bf16 parts (hi + mid + lo), fp32 accumulate;
+//                            plus each token's sum of squares. Partials go to the workspace
+//                            [token][chunk][25].
+//   collapse_kernel (phase B) one block per token: sums the partials over chunks in a fixed
+//                            order, runs the epilogue (sigmoids, Sinkhorn) on one thread, then
+//                            the collapse and the RMSNorm fold with 16-byte vectors.
 // post alone uses post_kernel (16-byte vectors, one thread per 8 columns of all 4 streams).
+// Post and collapse sums: exact_sum_bf16 (common.cuh), the exact sum rounded once.
 // Determinism / batch invariance: every token's partial for a chunk comes from the same
 // instruction sequence wherever the token sits in a tile, chunks are summed in a fixed order,
 // and dispatch does not depend on T: a token's outputs do not depend on the batch.
 // B fragments of a block's K-slice stay in registers for all its tiles (72 x 32-bit).
+// Launches: programmatic dependent launch on sm_90+ (see pdl_wait). Tokens run in slices that
+// fit the workspace's partials and, when the collapse re-reads the streams, half the L2.
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned bf16 rows (pointers and row
-// strides). Tokens beyond the workspace's slice capacity run as several launches.
+// strides).
 #include <vector>
 
 #include "src/core/bf16.hpp"
@@ -642,7 +646,7 @@ void n4_run(const detail::Problem& p) {
     launch(post_kernel, dim3(static_cast<unsigned>(blocks_needed < cap ? blocks_needed : cap)), 256, 0, p, k);
     return;
   }
-  // Token slices that fit the workspace's partials (multiples of the 16-token tile).
+  // Token slices that fit the workspace's partials (multiples of the 32-token tile).
   const int64_t capacity = static_cast<int64_t>(p.workspace->scratch_bytes / sizeof(float));
   int64_t slice_tokens = capacity / (static_cast<int64_t>(k.chunks) * kPartial);
   slice_tokens -= slice_tokens % kTile;
@@ -679,7 +683,7 @@ void n4_configure_device() {
 
 size_t n4_scratch_bytes(int64_t max_tokens) {
   // One slice holds up to min(max_tokens, 16384) tokens at H = 7168 (56 chunks); larger H or T
-  // run as several slices. Never less than one 16-token tile at the largest H.
+  // run as several slices. Never less than one 32-token tile at the largest H.
   int64_t tokens = max_tokens < 16384 ? max_tokens : 16384;
   const int64_t floats = tokens * 56 * kPartial;
   const int64_t minimum = static_cast<int64_t>(kTile) * (16384 / kChunkCols) * kPartial;
