@@ -77,6 +77,8 @@ struct Problem {
            (op == Op::kHead && head_kind == HeadKind::kLearned);
   }
   bool has_collapse_stage() const { return op != Op::kMixes && op != Op::kPost; }
+  /// The mean head: its collapse is the exact sum of the streams divided by n.
+  bool mean_head() const { return op == Op::kHead && head_kind == HeadKind::kMean; }
 };
 
 }  // namespace mhc::detail

@@ -95,7 +95,7 @@ void collapse_stage(const Problem& p, int64_t t, const std::vector<double>& x,
     const bf16_t* s0 = p.has_post_stage() ? p.residual_out + t * p.residual_out_stride
                                           : p.residual + t * p.residual_stride;
     std::copy(s0, s0 + p.H, u.begin());
-  } else if (p.op == Op::kHead && p.head_kind == HeadKind::kMean) {
+  } else if (p.mean_head()) {
     for (int64_t h = 0; h < p.H; ++h) {  // bf16(mean): the exact sum divided by n
       double v = 0.0;
       for (int j = 0; j < p.n; ++j) v += x[j * p.H + h];

@@ -25,12 +25,12 @@ struct DeviceGuard {
 
 // Owns one cudaMalloc'd block on a device; freed on that device.
 std::shared_ptr<void> device_alloc(Device device, size_t bytes) {
-  int previous = 0;
-  MHC_CUDA_CHECK(cudaGetDevice(&previous));
-  MHC_CUDA_CHECK(cudaSetDevice(device.id));
   void* ptr = nullptr;
-  const cudaError_t err = cudaMalloc(&ptr, bytes == 0 ? 16 : bytes);
-  cudaSetDevice(previous);
+  cudaError_t err = cudaSuccess;
+  {
+    const DeviceGuard guard(device.id);
+    err = cudaMalloc(&ptr, bytes == 0 ? 16 : bytes);
+  }
   MHC_CHECK(err == cudaSuccess, "cudaMalloc of ", bytes, " bytes on ", device_name(device),
             " failed: ", cudaGetErrorString(err));
   const int id = device.id;

@@ -175,7 +175,7 @@ GenericParams make_params(const detail::Problem& p) {
   g.has_mixes = p.has_mixes_stage();
   g.has_collapse = p.has_collapse_stage();
   g.pre_source = p.pre_source;
-  g.head_mean = p.op == detail::Op::kHead && p.head_kind == HeadKind::kMean;
+  g.head_mean = p.mean_head();
   g.residual = p.residual;
   g.residual_stride = p.residual_stride;
   g.residual_broadcast = p.residual_broadcast;

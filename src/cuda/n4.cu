@@ -617,7 +617,7 @@ void n4_run(const detail::Problem& p) {
   k.has_mixes = p.has_mixes_stage();
   k.has_collapse = p.has_collapse_stage();
   k.pre_source = p.pre_source;
-  k.head_mean = p.op == detail::Op::kHead && p.head_kind == HeadKind::kMean;
+  k.head_mean = p.mean_head();
   k.pre_mix_in = p.pre_mix_in;
   k.pre_mix_in_stride = p.pre_mix_in_stride;
   // The collapse reads the new residual (post_pre), or the input streams.
