@@ -10,7 +10,7 @@
 //   Modes/GpuFusion.PostPreMatchesPostThenPre/<mode>      post_pre vs post then pre (bit-equal: cuda_generic)
 //   Modes/GpuGraph.CaptureOnFreshStreamReplaysBitEqualToEager/<mode>
 //   Modes/GpuDeterminism.SameCallBitIdentical/<mode>      three calls, bit-identical
-//   Modes/GpuBatch.TokenAloneAndInSliceEqualBatch/<mode>  T=128 batch == T=1 alone == T=19 slice at 37
+//   Modes/GpuBatch.TokenAloneAndInSliceEqualBatch/<mode>  T=600 batch == T=1 alone == T=19 slice at 37
 //   Ops/GpuHuge.Indexing64Bit/{pre,post,post_pre}         T = 2^20, H = 7168; only with MHC_TEST_HUGE=1
 //   GpuErrors.*                                           no workspace, CPU weights, mixed devices
 // e.g. --gtest_filter='Grid/GpuGrid.*/post_pre_*_n4_H7168' or '*GpuGraph*:*GpuBatch*'.
@@ -1000,8 +1000,10 @@ TEST_P(GpuBatch, TokenAloneAndInSliceEqualBatch) {
   MHC_REQUIRE_GPU();
   const int mi = GetParam();
   const Mode& m = modes()[static_cast<size_t>(mi)];
-  constexpr int64_t kT = 128, kSliceStart = 37, kSliceLen = 19;
-  const std::vector<int64_t> alone = {0, 1, 2, 37, 63, 64, 65, 100, 127};
+  // T = 600 runs the n4 large-T kernels (several L2 slices at H = 7168); a token alone and the
+  // 19-token slice run the small-T ones: equal bits across both.
+  constexpr int64_t kT = 600, kSliceStart = 37, kSliceLen = 19;
+  const std::vector<int64_t> alone = {0, 1, 2, 37, 63, 64, 65, 100, 127, 300, 447, 448, 599};
   const std::vector<std::pair<int, int64_t>> shapes = {{4, 4096}, {4, 5120}, {4, 7168}, {4, 1000},
                                                        {1, 64},   {2, 1000}, {8, 4096}};
   for (const auto& nh : shapes) {
@@ -1028,7 +1030,7 @@ TEST_P(GpuBatch, TokenAloneAndInSliceEqualBatch) {
           Tally t = compare_rows(b.dtype, Check::kExact, static_cast<const char*>(b.got()) + off, b.stride(), p.got(),
                                  p.stride(), p.rows(), p.row_len(), what, row0);
           t.merge(check_padding(p, what));
-          expect_tally(t, Check::kExact, lbl + " " + o + " " + what + " vs the T=128 batch");
+          expect_tally(t, Check::kExact, lbl + " " + o + " " + what + " vs the T=" + std::to_string(kT) + " batch");
         }
       };
       for (int64_t k : alone) {

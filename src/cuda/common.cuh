@@ -56,6 +56,55 @@ __device__ __forceinline__ bf16_t exact_sum_bf16(const float (&w)[N], const floa
   return double_to_bf16_bits(acc);
 }
 
+/// Up to 5 weights and two value columns, passed by value to the out-of-line double path.
+struct SumTerms {
+  float w[5], v0[5], v1[5];
+};
+
+/// The double path of exact_sum_bf16x2: both sums formed in double (every product exact) and
+/// rounded once. Out of line, so that the fast path's registers do not have to make room for it.
+template <int N>
+__device__ __noinline__ uint32_t exact_sum_bf16x2_slow(const SumTerms t) {
+  double acc0 = static_cast<double>(t.w[0]) * static_cast<double>(t.v0[0]);
+  double acc1 = static_cast<double>(t.w[0]) * static_cast<double>(t.v1[0]);
+#pragma unroll
+  for (int j = 1; j < N; ++j) {
+    acc0 = fma(static_cast<double>(t.w[j]), static_cast<double>(t.v0[j]), acc0);
+    acc1 = fma(static_cast<double>(t.w[j]), static_cast<double>(t.v1[j]), acc1);
+  }
+  return static_cast<uint32_t>(double_to_bf16_bits(acc0)) | (static_cast<uint32_t>(double_to_bf16_bits(acc1)) << 16);
+}
+
+/// Two outputs of exact_sum_bf16 with the same weights (adjacent columns), packed as a bf16x2
+/// word (first output in the low half), with one certification test for both: the fp32 chains
+/// of both, their interval ends rounded in two packed conversions, one compare of the words.
+/// The fast path also needs both sums finite (an fp32 overflow of a finite exact sum, or a
+/// NaN/Inf input, goes to the double path). Same bits as two exact_sum_bf16 calls.
+template <int N>
+__device__ __forceinline__ uint32_t exact_sum_bf16x2(const float (&w)[N], const float (&v0)[N], const float (&v1)[N],
+                                                     float e0, float e1) {
+  static_assert(N <= 5, "SumTerms holds 5 terms");
+  float s0 = w[0] * v0[0], s1 = w[0] * v1[0];
+#pragma unroll
+  for (int j = 1; j < N; ++j) {
+    s0 = fmaf(w[j], v0[j], s0);
+    s1 = fmaf(w[j], v1[j], s1);
+  }
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(s0 - e0, s1 - e1);
+  const __nv_bfloat162 hi = __floats2bfloat162_rn(s0 + e0, s1 + e1);
+  const uint32_t a = *reinterpret_cast<const uint32_t*>(&lo);
+  const uint32_t b = *reinterpret_cast<const uint32_t*>(&hi);
+  if (a == b && fabsf(s0) <= FLT_MAX && fabsf(s1) <= FLT_MAX) return a;
+  SumTerms t{};
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    t.w[j] = w[j];
+    t.v0[j] = v0[j];
+    t.v1[j] = v1[j];
+  }
+  return exact_sum_bf16x2_slow<N>(t);
+}
+
 /// (N + 3) u max_j |w[j]| (u = 2^-24): with sum_j |v[j]| it bounds the error of the N-term
 /// fp32 chain of exact_sum_bf16 (N roundings, each <= u times a partial sum <= max|w| sum|v|;
 /// the 3 spare u cover the rounding of the bound itself and of s -/+ e).
