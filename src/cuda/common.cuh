@@ -75,15 +75,14 @@ __device__ __noinline__ uint32_t exact_sum_bf16x2_slow(const SumTerms t) {
   return static_cast<uint32_t>(double_to_bf16_bits(acc0)) | (static_cast<uint32_t>(double_to_bf16_bits(acc1)) << 16);
 }
 
-/// Two outputs of exact_sum_bf16 with the same weights (adjacent columns), packed as a bf16x2
-/// word (first output in the low half), with one certification test for both: the fp32 chains
-/// of both, their interval ends rounded in two packed conversions, one compare of the words.
-/// The fast path also needs both sums finite (an fp32 overflow of a finite exact sum, or a
-/// NaN/Inf input, goes to the double path). Same bits as two exact_sum_bf16 calls.
+/// The fast path of exact_sum_bf16x2: two adjacent outputs with the same weights, packed as a
+/// bf16x2 word (first output in the low half). `certified` says whether the word is the exact
+/// sums rounded once: both interval ends round alike (one compare of two packed conversions)
+/// and both fp32 sums are finite (an fp32 overflow of a finite exact sum, or a NaN/Inf input,
+/// needs the double path). No branch, so a caller can run many pairs back to back and test once.
 template <int N>
-__device__ __forceinline__ uint32_t exact_sum_bf16x2(const float (&w)[N], const float (&v0)[N], const float (&v1)[N],
-                                                     float e0, float e1) {
-  static_assert(N <= 5, "SumTerms holds 5 terms");
+__device__ __forceinline__ uint32_t sum_bf16x2_fast(const float (&w)[N], const float (&v0)[N], const float (&v1)[N],
+                                                    float e0, float e1, bool& certified) {
   float s0 = w[0] * v0[0], s1 = w[0] * v1[0];
 #pragma unroll
   for (int j = 1; j < N; ++j) {
@@ -94,7 +93,19 @@ __device__ __forceinline__ uint32_t exact_sum_bf16x2(const float (&w)[N], const 
   const __nv_bfloat162 hi = __floats2bfloat162_rn(s0 + e0, s1 + e1);
   const uint32_t a = *reinterpret_cast<const uint32_t*>(&lo);
   const uint32_t b = *reinterpret_cast<const uint32_t*>(&hi);
-  if (a == b && fabsf(s0) <= FLT_MAX && fabsf(s1) <= FLT_MAX) return a;
+  certified = a == b && fabsf(s0) <= FLT_MAX && fabsf(s1) <= FLT_MAX;
+  return a;
+}
+
+/// Two outputs of exact_sum_bf16 (same bits), certified together (sum_bf16x2_fast), else
+/// formed in double.
+template <int N>
+__device__ __forceinline__ uint32_t exact_sum_bf16x2(const float (&w)[N], const float (&v0)[N], const float (&v1)[N],
+                                                     float e0, float e1) {
+  static_assert(N <= 5, "SumTerms holds 5 terms");
+  bool certified;
+  const uint32_t a = sum_bf16x2_fast(w, v0, v1, e0, e1, certified);
+  if (certified) return a;
   SumTerms t{};
 #pragma unroll
   for (int j = 0; j < N; ++j) {

@@ -54,7 +54,6 @@ constexpr int kMixSmem = kFragBytes + kWarpsA * kXsWarp * 2;
 constexpr int kWarpsD = kHalfSubs;        // mix_small_kernel: one warp per sub-block of a half
 constexpr int kThreadsD = kWarpsD * 32;
 constexpr int64_t kSmallMaxT = 256;       // mix_small_kernel up to here, mix_kernel above
-constexpr int kThreadsB = 256;
 constexpr int kMaxChunks = 16384 / kChunkCols;  // 128
 constexpr int kPartialSplit = 8;          // chunk groups the collapse sums in parallel
 static_assert(kMixSmem <= 227 * 1024, "smem layout");
@@ -101,29 +100,57 @@ __device__ __forceinline__ PostWeights post_weights(const float* post, const flo
 /// Adjacent columns share one certification (exact_sum_bf16x2).
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
+/// The 5 terms (layer output, then the 4 streams) of columns 2i and 2i + 1: the two bf16 halves
+/// of word i of each vector, with their absolute sums.
+__device__ __forceinline__ void post_terms(const uint4 (&res)[kN], const uint4& lo, int i, float (&v0)[kN + 1],
+                                           float (&v1)[kN + 1], float& abs0, float& abs1) {
+  const uint32_t ol = word(lo, i);
+  v0[0] = __uint_as_float(ol << 16);
+  v1[0] = __uint_as_float(ol & 0xffff0000u);
+  abs0 = fabsf(v0[0]);
+  abs1 = fabsf(v1[0]);
+#pragma unroll
+  for (int j = 0; j < kN; ++j) {
+    const uint32_t xw = word(res[j], i);
+    v0[j + 1] = __uint_as_float(xw << 16);
+    v1[j + 1] = __uint_as_float(xw & 0xffff0000u);
+    abs0 += fabsf(v0[j + 1]);
+    abs1 += fabsf(v1[j + 1]);
+  }
+}
+
+/// new[k] for 8 columns, each rounded once from the exact sum: the same bits as the generic path.
+/// Per column pair, the 4 outputs run the branch-free fast path together (8 independent chains)
+/// and are tested once; the rare uncertified ones (about 1 pair in 500) are redone in double.
 __device__ __forceinline__ void post8(const PostWeights& pw, const uint4 (&res)[kN], const uint4& lo,
                                       uint4 (&out)[kN]) {
   uint32_t w[kN][4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    // columns 2i and 2i + 1: the two bf16 halves of word i
-    float v0[kN + 1], v1[kN + 1];
-    const uint32_t ol = word(lo, i);
-    v0[0] = __uint_as_float(ol << 16);
-    v1[0] = __uint_as_float(ol & 0xffff0000u);
-    float abs0 = fabsf(v0[0]), abs1 = fabsf(v1[0]);
-#pragma unroll
-    for (int j = 0; j < kN; ++j) {
-      const uint32_t xw = word(res[j], i);
-      v0[j + 1] = __uint_as_float(xw << 16);
-      v1[j + 1] = __uint_as_float(xw & 0xffff0000u);
-      abs0 += fabsf(v0[j + 1]);
-      abs1 += fabsf(v1[j + 1]);
-    }
+    float v0[kN + 1], v1[kN + 1], abs0, abs1;
+    post_terms(res, lo, i, v0, v1, abs0, abs1);
+    bool certified[kN];
+    bool all = true;
 #pragma unroll
     for (int k = 0; k < kN; ++k) {
-      w[k][i] = exact_sum_bf16x2(pw.w[k], v0, v1, sum_error_bound(pw.scale[k], abs0),
-                                 sum_error_bound(pw.scale[k], abs1));
+      w[k][i] = sum_bf16x2_fast(pw.w[k], v0, v1, sum_error_bound(pw.scale[k], abs0),
+                                sum_error_bound(pw.scale[k], abs1), certified[k]);
+      all = all && certified[k];
+    }
+    if (!all) {
+#pragma unroll
+      for (int k = 0; k < kN; ++k) {
+        if (!certified[k]) {
+          SumTerms t{};
+#pragma unroll
+          for (int j = 0; j <= kN; ++j) {
+            t.w[j] = pw.w[k][j];
+            t.v0[j] = v0[j];
+            t.v1[j] = v1[j];
+          }
+          w[k][i] = exact_sum_bf16x2_slow<kN + 1>(t);
+        }
+      }
     }
   }
 #pragma unroll
@@ -132,7 +159,10 @@ __device__ __forceinline__ void post8(const PostWeights& pw, const uint4 (&res)[
 
 __device__ __forceinline__ uint4 ld16(const bf16_t* p) { return *reinterpret_cast<const uint4*>(p); }
 __device__ __forceinline__ uint4 ldcs16(const bf16_t* p) { return __ldcs(reinterpret_cast<const uint4*>(p)); }
-__device__ __forceinline__ void st16(bf16_t* p, const uint4& v) { *reinterpret_cast<uint4*>(p) = v; }
+// One 16-byte store (written in PTX: nvcc split some uint4 stores into four 32-bit ones).
+__device__ __forceinline__ void st16(bf16_t* p, const uint4& v) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
 
 __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {
@@ -182,6 +212,7 @@ struct N4Params {
   int64_t H;
   int32_t chunks;            // H / 128
   int32_t parts;             // partials per (token, chunk): 1 (mix_kernel) or 2 (mix_small_kernel)
+  int32_t collapse_wpt;      // collapse_kernel: warps per token, 1 or 4
   // phase A inputs
   bool has_post;
   const bf16_t* residual; int64_t residual_stride; int64_t res_stream_stride;  // 0: broadcast
@@ -298,14 +329,17 @@ __device__ __forceinline__ void sub_block(const N4Params& p, const SubIn& in, co
 #pragma unroll
     for (int j = 0; j < kN; ++j) st16(out + j * p.H, x[j]);
   }
-  float s = 0.0f;
+  // sum of squares: one FMA chain per stream, then ((0 + 1) + (2 + 3)), then the lane pair's
+  float sj[kN];
 #pragma unroll
   for (int j = 0; j < kN; ++j) {
     float f[8];
     unpack8(x[j], f);
+    sj[j] = f[0] * f[0];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) s = fmaf(f[e], f[e], s);
+    for (int e = 1; e < 8; ++e) sj[j] = fmaf(f[e], f[e], sj[j]);
   }
+  const float s = (sj[0] + sj[1]) + (sj[2] + sj[3]);
   sq = s + __shfl_xor_sync(0xffffffffu, s, 1);
   // A staging: [stream][token][two halves of 8 columns]; the halves are swapped for tokens with
   // bit 2 set, so that the 8 rows of every ldmatrix phase hit distinct banks.
@@ -315,9 +349,15 @@ __device__ __forceinline__ void sub_block(const N4Params& p, const SubIn& in, co
     *reinterpret_cast<uint4*>(xs + (j * kMTok + tt) * kSubCols + ((hv ^ ((tt >> 2) & 1)) * 8)) = x[j];
   }
   __syncwarp();
+  // 9 accumulators (part x row block), each a chain of 4 mma over the streams; then per row
+  // block hi + (mid + lo).
   const int mi = lane >> 3, row = (lane & 7) + 8 * (mi & 1), half = mi >> 1;
+  float acc[3][3][4];
 #pragma unroll
-  for (int blk = 0; blk < 3; ++blk) d[blk][0] = d[blk][1] = d[blk][2] = d[blk][3] = 0.0f;
+  for (int part = 0; part < 3; ++part) {
+#pragma unroll
+    for (int blk = 0; blk < 3; ++blk) acc[part][blk][0] = acc[part][blk][1] = acc[part][blk][2] = acc[part][blk][3] = 0.0f;
+  }
 #pragma unroll
   for (int j = 0; j < kN; ++j) {
     uint32_t a[4];
@@ -327,9 +367,14 @@ __device__ __forceinline__ void sub_block(const N4Params& p, const SubIn& in, co
 #pragma unroll
       for (int blk = 0; blk < 3; ++blk) {
         const uint2 f = b(j, part * 3 + blk);
-        mma_bf16(d[blk], a[0], a[1], a[2], a[3], f.x, f.y);
+        mma_bf16(acc[part][blk], a[0], a[1], a[2], a[3], f.x, f.y);
       }
     }
+  }
+#pragma unroll
+  for (int blk = 0; blk < 3; ++blk) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) d[blk][i] = acc[0][blk][i] + (acc[1][blk][i] + acc[2][blk][i]);
   }
   __syncwarp();  // the staging buffer is rewritten by the next sub-block
 }
@@ -382,9 +427,7 @@ __global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
       pdl_wait();
       waited = true;
     }
-    cp_async_wait_all();
-    __syncthreads();
-
+    // The first item's loads go out while the fragments arrive.
     const int64_t col = chunk * kChunkCols + (lane & 1) * 8;  // this lane's columns in sub-block 0
     int64_t it = seg + warp;
     SubIn nxt;
@@ -394,6 +437,8 @@ __global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
       load_mix(p, t, t < p.T, mix);
       load_sub(p, t, t < p.T, col, nxt);
     }
+    cp_async_wait_all();
+    __syncthreads();
     for (; it < seg_end; it += kWarpsA) {
       const int64_t mt = it - chunk * mtiles;
       const int64_t t = mt * kMTok + tt;
@@ -514,35 +559,105 @@ __global__ void __launch_bounds__(kThreadsD, 2) mix_small_kernel(const N4Params 
   }
 }
 
-// Five blocks per SM on Hopper (48 registers, the build measured on the H200); three elsewhere,
-// where ptxas would spill at that bound.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
-#define MHC_COLLAPSE_MIN_BLOCKS 5
-#else
-#define MHC_COLLAPSE_MIN_BLOCKS 3
-#endif
-__global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_MIN_BLOCKS) collapse_kernel(const N4Params p) {
-  extern __shared__ __align__(16) unsigned char row_smem[];  // the collapsed row (RMSNorm fold)
-  __shared__ float scratch[kThreadsB / 32];
-  __shared__ float s_part[kPartialSplit][kPartial];
-  __shared__ float s_dot[kPartial];
-  __shared__ float s_pre[kN];
+// collapse_kernel (phase B): 4 warps; kCollapseTokens / wpt tokens per block, wpt warps per
+// token (p.collapse_wpt: 1 at large T, 4 at small T). Per token:
+//   1. its first warp sums the partials (lane r: row r) in a fixed order: chunk groups
+//      g = 0..7 (chunks g, g + 8, .. in order), then the groups in order;
+//   2. lanes 0.. of warp 0 run the epilogue (sigmoids, Sinkhorn) of the block's tokens, one
+//      token per lane, side by side;
+//   3. its warps collapse the row, 16-byte vectors v; vector v belongs to slot v % 128. The
+//      RMSNorm fold keeps the rounded row in shared memory and sums its squares per slot
+//      (vectors in order), then over the 32 slots of each group g = slot / 32 (fixed butterfly),
+//      then ((g0 + g1) + g2) + g3: the same arithmetic for wpt = 1 (one warp: 4 slot sums per
+//      lane) and wpt = 4 (warp g: one), so the choice never changes a token's result.
+constexpr int kCollapseWarps = 4;
+constexpr int kThreadsB = kCollapseWarps * 32;
+constexpr int kSlots = kCollapseWarps * 32;  // 128
+
+/// Collapsed (not yet normed) bf16 row vector v of token row `x` with weights `pre`.
+__device__ __forceinline__ uint4 collapse8(const N4Params& p, const bf16_t* x, int64_t v, bool weighted,
+                                           const float (&pre)[kN], float pre_scale) {
+  if (p.pre_source == PreSource::kIdentity) return ld16(x + v * 8);
+  if (weighted) {
+    // Each output rounded once from the exact sum; the streams are read for the last time
+    // here (streaming loads).
+    uint4 r[kN];
+#pragma unroll
+    for (int j = 0; j < kN; ++j) r[j] = ldcs16(x + j * p.x_stream_stride + v * 8);
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float v0[kN], v1[kN], abs0 = 0.0f, abs1 = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kN; ++j) {
+        const uint32_t xw = word(r[j], i);
+        v0[j] = __uint_as_float(xw << 16);
+        v1[j] = __uint_as_float(xw & 0xffff0000u);
+        abs0 += fabsf(v0[j]);
+        abs1 += fabsf(v1[j]);
+      }
+      w[i] = exact_sum_bf16x2(pre, v0, v1, sum_error_bound(pre_scale, abs0), sum_error_bound(pre_scale, abs1));
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+  // the mean head: the exact sum (double), divided by n, rounded once
+  double acc[8];
+  float f[8];
+  unpack8(ld16(x + v * 8), f);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) acc[e] = f[e];
+#pragma unroll
+  for (int j = 1; j < kN; ++j) {
+    unpack8(ld16(x + j * p.x_stream_stride + v * 8), f);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[e] += f[e];
+  }
+  uint32_t w[4];
+#pragma unroll
+  for (int e = 0; e < 8; e += 2) {
+    w[e / 2] = static_cast<uint32_t>(double_to_bf16_bits(acc[e] / kN)) |
+               (static_cast<uint32_t>(double_to_bf16_bits(acc[e + 1] / kN)) << 16);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+__device__ __forceinline__ float sum_squares8(const uint4& u, float acc) {
+  float f[8];
+  unpack8(u, f);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) acc = fmaf(f[e], f[e], acc);
+  return acc;
+}
+
+__device__ __forceinline__ float warp_butterfly(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+__global__ void __launch_bounds__(kThreadsB) collapse_kernel(const N4Params p) {
+  extern __shared__ __align__(16) unsigned char row_smem[];  // rounded rows (RMSNorm fold)
+  __shared__ float s_dot[kCollapseWarps][kPartial];
+  __shared__ float s_pre[kCollapseWarps][kN];
+  __shared__ float s_grp[kCollapseWarps][kCollapseWarps];
   pdl_launch_dependents();
   pdl_wait();  // the partials (and the streams) come from the kernels before this one
-  const int tid = threadIdx.x;
-  const int64_t t = blockIdx.x;
-  if (p.has_mixes) {
-    // Sum of the partials over chunks in a fixed order, the same for every token: thread
-    // (part, r) adds chunks part, part + 8, ... in order (all its loads in flight at once),
-    // then thread r adds the 8 part sums in order.
-    if (tid < kPartialSplit * kPartial) {
-      // A chunk's partial is Q_0 + Q_1 when the mix kernel left its two halves (parts = 2).
-      const int part = tid / kPartial, r = tid % kPartial;
-      const float* src = p.partials + t * p.chunks * p.parts * kPartial + r;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wpt = p.collapse_wpt, tokens = kCollapseWarps / wpt;
+  const int tl = warp / wpt, sw = warp % wpt;  // this warp's token in the block, its part of it
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * tokens;
+  const int64_t t = t0 + tl;
+  const bool valid = t < p.T;
+  if (p.has_mixes && sw == 0 && valid && lane < kPartial) {
+    // A chunk's partial is Q_0 + Q_1 when the mix kernel left its two halves (parts = 2).
+    const float* src = p.partials + t * p.chunks * p.parts * kPartial + lane;
+    float total = 0.0f;
+#pragma unroll
+    for (int g = 0; g < kPartialSplit; ++g) {
       float v[kMaxChunks / kPartialSplit];
 #pragma unroll
       for (int i = 0; i < kMaxChunks / kPartialSplit; ++i) {
-        const int c = part + i * kPartialSplit;
+        const int c = g + i * kPartialSplit;
         if (c >= p.chunks) {
           v[i] = 0.0f;
         } else if (p.parts == 2) {
@@ -554,98 +669,70 @@ __global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_MIN_BLOCKS) collapse_k
       float s = v[0];
 #pragma unroll
       for (int i = 1; i < kMaxChunks / kPartialSplit; ++i) s += v[i];
-      s_part[part][r] = s;
+      total = g == 0 ? s : total + s;
     }
-    __syncthreads();
-    if (tid < kPartial) {
-      float s = s_part[0][tid];
-#pragma unroll
-      for (int i = 1; i < kPartialSplit; ++i) s += s_part[i][tid];
-      s_dot[tid] = s;
-    }
-    __syncthreads();
-    if (tid == 0) {
+    s_dot[tl][lane] = total;
+  }
+  __syncthreads();
+  if (warp == 0 && lane < tokens && t0 + lane < p.T) {
+    const int64_t tk = t0 + lane;
+    if (p.has_mixes) {
       float pre[kN];
-      mixes_epilogue<kN>(p.epi, s_dot, s_dot[kRows], p.inv_k, t, pre);
-      if (p.pre_source == PreSource::kComputed && !p.head_mean) {
+      mixes_epilogue<kN>(p.epi, s_dot[lane], s_dot[lane][kRows], p.inv_k, tk, pre);
 #pragma unroll
-        for (int j = 0; j < kN; ++j) s_pre[j] = pre[j];
-      }
+      for (int j = 0; j < kN; ++j) s_pre[lane][j] = pre[j];
+    }
+    if (p.pre_source == PreSource::kCarried) {
+#pragma unroll
+      for (int j = 0; j < kN; ++j) s_pre[lane][j] = p.pre_mix_in[tk * p.pre_mix_in_stride + j];
     }
   }
   if (!p.has_collapse) return;
-  if (tid < kN && p.pre_source == PreSource::kCarried) s_pre[tid] = p.pre_mix_in[t * p.pre_mix_in_stride + tid];
   __syncthreads();
   const int64_t vecs = p.H / 8;
-  const bf16_t* x = p.x + t * p.x_stride;
-  bf16_t* dst = p.layer_input + t * p.layer_input_stride;
-  uint4* row = reinterpret_cast<uint4*>(row_smem);
   const bool fold = p.rmsnorm_weight != nullptr;
   const bool weighted = p.pre_source != PreSource::kIdentity && !p.head_mean;
   float pre[kN];
 #pragma unroll
-  for (int j = 0; j < kN; ++j) pre[j] = weighted ? s_pre[j] : 0.0f;
-  const float pre_scale = sum_error_scale(pre);
-  float sq[1] = {0.0f};
-  for (int64_t v = tid; v < vecs; v += kThreadsB) {
-    uint4 u;
-    if (p.pre_source == PreSource::kIdentity) {
-      u = ld16(x + v * 8);
-    } else if (weighted) {
-      // Each output rounded once from the exact sum (exact_sum_bf16); the streams are read
-      // for the last time here (streaming loads).
-      float f[kN][8];
+  for (int j = 0; j < kN; ++j) pre[j] = weighted ? s_pre[tl][j] : 0.0f;
+  const float pre_scale = weighted ? sum_error_scale(pre) : 0.0f;
+  const bf16_t* x = p.x + (valid ? t : 0) * p.x_stride;
+  bf16_t* dst = p.layer_input + (valid ? t : 0) * p.layer_input_stride;
+  uint4* row = reinterpret_cast<uint4*>(row_smem) + tl * vecs;
+  // This warp's vectors: v = m * 32 + lane for m = sw, sw + wpt, ..; slot group g = m % 4.
+  float acc[kCollapseWarps] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (valid) {
+    for (int64_t m0 = 0; m0 * 32 < vecs; m0 += kCollapseWarps) {
 #pragma unroll
-      for (int j = 0; j < kN; ++j) unpack8(ldcs16(x + j * p.x_stream_stride + v * 8), f[j]);
-      uint32_t w[4];
-#pragma unroll
-      for (int e = 0; e < 8; e += 2) {
-        float v0[kN], v1[kN], abs0 = 0.0f, abs1 = 0.0f;
-#pragma unroll
-        for (int j = 0; j < kN; ++j) {
-          v0[j] = f[j][e];
-          v1[j] = f[j][e + 1];
-          abs0 += fabsf(f[j][e]);
-          abs1 += fabsf(f[j][e + 1]);
+      for (int g = 0; g < kCollapseWarps; ++g) {
+        const int64_t v = (m0 + g) * 32 + lane;
+        if ((wpt == 1 || g == sw) && v < vecs) {
+          const uint4 u = collapse8(p, x, v, weighted, pre, pre_scale);
+          if (fold) {
+            row[v] = u;  // read back below by this lane only
+            acc[g] = sum_squares8(u, acc[g]);
+          } else {
+            st16(dst + v * 8, u);
+          }
         }
-        w[e / 2] = exact_sum_bf16x2(pre, v0, v1, sum_error_bound(pre_scale, abs0), sum_error_bound(pre_scale, abs1));
       }
-      u = make_uint4(w[0], w[1], w[2], w[3]);
-    } else {
-      // the mean head: the exact sum (double), divided by n, rounded once
-      double acc[8];
-      float f[8];
-      unpack8(ld16(x + v * 8), f);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[e] = f[e];
-#pragma unroll
-      for (int j = 1; j < kN; ++j) {
-        unpack8(ld16(x + j * p.x_stream_stride + v * 8), f);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] += f[e];
-      }
-      uint32_t w[4];
-#pragma unroll
-      for (int e = 0; e < 8; e += 2) {
-        w[e / 2] = static_cast<uint32_t>(double_to_bf16_bits(acc[e] / kN)) |
-                   (static_cast<uint32_t>(double_to_bf16_bits(acc[e + 1] / kN)) << 16);
-      }
-      u = make_uint4(w[0], w[1], w[2], w[3]);
-    }
-    if (!fold) {
-      st16(dst + v * 8, u);
-    } else {
-      row[v] = u;  // read back below by this thread only
-      float f[8];
-      unpack8(u, f);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) sq[0] = fmaf(f[e], f[e], sq[0]);
     }
   }
   if (!fold) return;
-  block_sum(sq, scratch);
-  const float inv = 1.0f / sqrtf(sq[0] / static_cast<float>(p.H) + p.rmsnorm_eps);
-  for (int64_t v = tid; v < vecs; v += kThreadsB) {
+  float total;
+  if (wpt == 1) {
+    total = ((warp_butterfly(acc[0]) + warp_butterfly(acc[1])) + warp_butterfly(acc[2])) + warp_butterfly(acc[3]);
+  } else {
+    const float b = warp_butterfly(acc[sw]);
+    if (lane == 0) s_grp[tl][sw] = b;
+    __syncthreads();
+    total = ((s_grp[tl][0] + s_grp[tl][1]) + s_grp[tl][2]) + s_grp[tl][3];
+  }
+  if (!valid) return;
+  const float inv = 1.0f / sqrtf(total / static_cast<float>(p.H) + p.rmsnorm_eps);
+  for (int64_t m = sw; m * 32 < vecs; m += wpt) {
+    const int64_t v = m * 32 + lane;
+    if (v >= vecs) break;
     float f[8], w[8], y[8];
     unpack8(row[v], f);
     unpack8(ld16(p.rmsnorm_weight + v * 8), w);
@@ -696,6 +783,17 @@ void launch(Kernel kernel, dim3 grid, int threads, size_t smem, const detail::Pr
   cfg.attrs = &attr;
   cfg.numAttrs = problem.workspace->cc_major >= 9 ? 1 : 0;
   MHC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
+}
+
+// collapse_kernel over k.T tokens: one warp per token when that still gives a block per
+// multiprocessor, else four (decode). Same bits either way.
+void launch_collapse(const detail::Problem& problem, N4Params k) {
+  const int64_t sms = problem.workspace->num_sms;
+  k.collapse_wpt = k.T >= kCollapseWarps * sms ? 1 : kCollapseWarps;
+  const int64_t tokens = kCollapseWarps / k.collapse_wpt;
+  const int64_t blocks = (k.T + tokens - 1) / tokens;
+  const size_t row_bytes = k.has_collapse && k.rmsnorm_weight != nullptr ? static_cast<size_t>(tokens * k.H * 2) : 0;
+  launch(collapse_kernel, dim3(static_cast<unsigned>(blocks)), kThreadsB, row_bytes, problem, k);
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
@@ -791,8 +889,7 @@ void n4_run(const detail::Problem& p) {
     groups = groups < 1 ? 1 : (groups < mtiles ? groups : mtiles);
     launch(mix_small_kernel, dim3(static_cast<unsigned>(2 * k.chunks), static_cast<unsigned>(groups)), kThreadsD, 0,
            p, k);
-    const size_t row_bytes = k.has_collapse && k.rmsnorm_weight != nullptr ? static_cast<size_t>(p.H) * 2 : 0;
-    launch(collapse_kernel, dim3(static_cast<unsigned>(p.T)), kThreadsB, row_bytes, p, k);
+    launch_collapse(p, k);
     return;
   }
   // Large T: token slices that fit the workspace's partials (whole m-tiles).
@@ -822,13 +919,15 @@ void n4_run(const detail::Problem& p) {
       const int64_t blocks = items < p.workspace->num_sms ? items : p.workspace->num_sms;
       launch(mix_kernel, dim3(static_cast<unsigned>(blocks)), kThreadsA, kMixSmem, p, s);
     }
-    const size_t row_bytes = s.has_collapse && s.rmsnorm_weight != nullptr ? static_cast<size_t>(p.H) * 2 : 0;
-    launch(collapse_kernel, dim3(static_cast<unsigned>(count)), kThreadsB, row_bytes, p, s);
+    launch_collapse(p, s);
   }
 }
 
 void n4_configure_device() {
   MHC_CUDA_CHECK(cudaFuncSetAttribute(mix_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMixSmem));
+  // collapse_kernel: up to 4 rounded rows of H = 16384 (RMSNorm fold)
+  MHC_CUDA_CHECK(cudaFuncSetAttribute(collapse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      kCollapseWarps * 16384 * 2));
 }
 
 size_t n4_scratch_bytes(int64_t max_tokens) {
