@@ -48,7 +48,7 @@ constexpr int kPartial = kRows + 1;       // 24 dots + sum of squares
 constexpr int kFragUint2 = kSteps * kNTiles * 32;  // B fragments of one chunk (uint2 per lane)
 constexpr int kFragBytes = kFragUint2 * 8;         // 72 KB
 constexpr int kXsWarp = kN * kMTok * kSubCols;     // bf16 of one warp's A staging (2 KB)
-constexpr int kWarpsA = 12;               // mix_kernel: warps per block (one block per SM)
+constexpr int kWarpsA = 8;                // mix_kernel: warps per block (one block per SM)
 constexpr int kThreadsA = kWarpsA * 32;
 constexpr int kMixSmem = kFragBytes + kWarpsA * kXsWarp * 2;
 constexpr int kWarpsD = kHalfSubs;        // mix_small_kernel: one warp per sub-block of a half
@@ -360,14 +360,17 @@ __device__ __forceinline__ void sub_block(const N4Params& p, const SubIn& in, co
   }
 #pragma unroll
   for (int j = 0; j < kN; ++j) {
+    // all 9 fragments of the step first, so their loads overlap (not one load per mma)
+    uint2 f[kNTiles];
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) f[nt] = b(j, nt);
     uint32_t a[4];
     ldmatrix_x4(xs + (j * kMTok + row) * kSubCols + ((half ^ ((row >> 2) & 1)) * 8), a);
 #pragma unroll
     for (int part = 0; part < 3; ++part) {
 #pragma unroll
       for (int blk = 0; blk < 3; ++blk) {
-        const uint2 f = b(j, part * 3 + blk);
-        mma_bf16(acc[part][blk], a[0], a[1], a[2], a[3], f.x, f.y);
+        mma_bf16(acc[part][blk], a[0], a[1], a[2], a[3], f[part * 3 + blk].x, f[part * 3 + blk].y);
       }
     }
   }
@@ -427,35 +430,40 @@ __global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
       pdl_wait();
       waited = true;
     }
-    // The first item's loads go out while the fragments arrive.
+    // The first item's loads go out while the fragments arrive. Loads run two sub-blocks ahead
+    // (n1, n2), across item boundaries; the next item's mixes load at the start of an item.
     const int64_t col = chunk * kChunkCols + (lane & 1) * 8;  // this lane's columns in sub-block 0
+    const int64_t base = chunk * mtiles;
     int64_t it = seg + warp;
-    SubIn nxt;
+    SubIn n1, n2;
     MixIn mix;
     if (it < seg_end) {
-      const int64_t t = (it - chunk * mtiles) * kMTok + tt;
+      const int64_t t = (it - base) * kMTok + tt;
       load_mix(p, t, t < p.T, mix);
-      load_sub(p, t, t < p.T, col, nxt);
+      load_sub(p, t, t < p.T, col, n1);
+      load_sub(p, t, t < p.T, col + kSubCols, n2);
     }
     cp_async_wait_all();
     __syncthreads();
+
     for (; it < seg_end; it += kWarpsA) {
-      const int64_t mt = it - chunk * mtiles;
+      const int64_t mt = it - base;
       const int64_t t = mt * kMTok + tt;
       const bool valid = t < p.T;
       PostWeights pw;
       if (p.has_post) pw = post_weights(mix.post, mix.comb);
       const int64_t it_next = it + kWarpsA;
-      const int64_t t_next = (it_next - chunk * mtiles) * kMTok + tt;
+      const int64_t t_next = (it_next - base) * kMTok + tt;
       const bool has_next = it_next < seg_end, valid_next = has_next && t_next < p.T;
       if (has_next) load_mix(p, t_next, valid_next, mix);
       float q[3][4] = {}, q0[3][4], sq = 0.0f, sq0 = 0.0f;
       for (int sub = 0; sub < kSubs; ++sub) {
-        const SubIn cur = nxt;
-        if (sub + 1 < kSubs) {
-          load_sub(p, t, valid, col + (sub + 1) * kSubCols, nxt);
+        const SubIn cur = n1;
+        n1 = n2;
+        if (sub + 2 < kSubs) {
+          load_sub(p, t, valid, col + (sub + 2) * kSubCols, n2);
         } else if (has_next) {
-          load_sub(p, t_next, valid_next, col, nxt);
+          load_sub(p, t_next, valid_next, col + (sub + 2 - kSubs) * kSubCols, n2);
         }
         float d[3][4], s;
         sub_block(p, cur, pw, t, valid, col + sub * kSubCols, xs, lane, SmemB{frag_s, sub, lane}, d, s);
@@ -561,8 +569,8 @@ __global__ void __launch_bounds__(kThreadsD, 2) mix_small_kernel(const N4Params 
 
 // collapse_kernel (phase B): 4 warps; kCollapseTokens / wpt tokens per block, wpt warps per
 // token (p.collapse_wpt: 1 at large T, 4 at small T). Per token:
-//   1. its first warp sums the partials (lane r: row r) in a fixed order: chunk groups
-//      g = 0..7 (chunks g, g + 8, .. in order), then the groups in order;
+//   1. the block's threads sum its partials in a fixed order: chunk groups g = 0..7 (chunks
+//      g, g + 8, .. in order), then the groups in order;
 //   2. lanes 0.. of warp 0 run the epilogue (sigmoids, Sinkhorn) of the block's tokens, one
 //      token per lane, side by side;
 //   3. its warps collapse the row, 16-byte vectors v; vector v belongs to slot v % 128. The
@@ -637,6 +645,7 @@ __device__ __forceinline__ float warp_butterfly(float v) {
 
 __global__ void __launch_bounds__(kThreadsB) collapse_kernel(const N4Params p) {
   extern __shared__ __align__(16) unsigned char row_smem[];  // rounded rows (RMSNorm fold)
+  __shared__ float s_part[kCollapseWarps][kPartialSplit][kPartial];
   __shared__ float s_dot[kCollapseWarps][kPartial];
   __shared__ float s_pre[kCollapseWarps][kN];
   __shared__ float s_grp[kCollapseWarps][kCollapseWarps];
@@ -648,12 +657,14 @@ __global__ void __launch_bounds__(kThreadsB) collapse_kernel(const N4Params p) {
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * tokens;
   const int64_t t = t0 + tl;
   const bool valid = t < p.T;
-  if (p.has_mixes && sw == 0 && valid && lane < kPartial) {
-    // A chunk's partial is Q_0 + Q_1 when the mix kernel left its two halves (parts = 2).
-    const float* src = p.partials + t * p.chunks * p.parts * kPartial + lane;
-    float total = 0.0f;
-#pragma unroll
-    for (int g = 0; g < kPartialSplit; ++g) {
+  if (p.has_mixes) {
+    // Task (token, group g, row r) sums the chunks g, g + 8, .. in order (all its loads in
+    // flight at once); then (token, r) adds the 8 group sums in order. A chunk's partial is
+    // Q_0 + Q_1 when the mix kernel left its two halves (parts = 2).
+    for (int task = tid; task < tokens * kPartialSplit * kPartial; task += kThreadsB) {
+      const int k = task / (kPartialSplit * kPartial), g = task / kPartial % kPartialSplit, r = task % kPartial;
+      if (t0 + k >= p.T) continue;
+      const float* src = p.partials + (t0 + k) * p.chunks * p.parts * kPartial + r;
       float v[kMaxChunks / kPartialSplit];
 #pragma unroll
       for (int i = 0; i < kMaxChunks / kPartialSplit; ++i) {
@@ -666,14 +677,20 @@ __global__ void __launch_bounds__(kThreadsB) collapse_kernel(const N4Params p) {
           v[i] = src[c * kPartial];
         }
       }
-      float s = v[0];
+      float sum = v[0];
 #pragma unroll
-      for (int i = 1; i < kMaxChunks / kPartialSplit; ++i) s += v[i];
-      total = g == 0 ? s : total + s;
+      for (int i = 1; i < kMaxChunks / kPartialSplit; ++i) sum += v[i];
+      s_part[k][g][r] = sum;
     }
-    s_dot[tl][lane] = total;
+    __syncthreads();
+    for (int task = tid; task < tokens * kPartial; task += kThreadsB) {
+      const int k = task / kPartial, r = task % kPartial;
+      float sum = s_part[k][0][r];
+#pragma unroll
+      for (int g = 1; g < kPartialSplit; ++g) sum += s_part[k][g][r];
+      s_dot[k][r] = sum;
+    }
   }
-  __syncthreads();
   if (warp == 0 && lane < tokens && t0 + lane < p.T) {
     const int64_t tk = t0 + lane;
     if (p.has_mixes) {
@@ -785,11 +802,11 @@ void launch(Kernel kernel, dim3 grid, int threads, size_t smem, const detail::Pr
   MHC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
 }
 
-// collapse_kernel over k.T tokens: one warp per token when that still gives a block per
-// multiprocessor, else four (decode). Same bits either way.
+// collapse_kernel over k.T tokens: four warps per token up to 8 blocks per multiprocessor's
+// worth of tokens (an L2 slice of the large-T path, decode), else one. Same bits either way.
 void launch_collapse(const detail::Problem& problem, N4Params k) {
   const int64_t sms = problem.workspace->num_sms;
-  k.collapse_wpt = k.T >= kCollapseWarps * sms ? 1 : kCollapseWarps;
+  k.collapse_wpt = k.T > 8 * sms * kCollapseWarps ? 1 : kCollapseWarps;
   const int64_t tokens = kCollapseWarps / k.collapse_wpt;
   const int64_t blocks = (k.T + tokens - 1) / tokens;
   const size_t row_bytes = k.has_collapse && k.rmsnorm_weight != nullptr ? static_cast<size_t>(tokens * k.H * 2) : 0;
