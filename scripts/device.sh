@@ -79,7 +79,7 @@ if [[ "$steps" == *" sanitize "* ]]; then
       --gtest_filter="$filter" --gtest_brief=1 > "$OUT/sanitize-$tool.log" 2>&1
     rc=$?
     [ $rc -eq 0 ] || status=1
-    note "compute-sanitizer $tool: rc=$rc, $(grep -E 'ERROR SUMMARY' "$OUT/sanitize-$tool.log" | tail -1) ($(( $(date +%s) - t0 )) s)"
+    note "compute-sanitizer $tool: rc=$rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool.log" | tail -1) ($(( $(date +%s) - t0 )) s)"
   done
 fi
 
