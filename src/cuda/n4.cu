@@ -494,9 +494,8 @@ __global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_MIN_BLOCKS) collapse_k
     if (p.pre_source == PreSource::kIdentity) {
       u = ld16(x + v * 8);
     } else if (weighted) {
-      // Each output rounded once from the exact sum (exact_sum_bf16); the streams are read
-      // for the last time here (streaming loads).
-      // Adjacent columns share one certification (exact_sum_bf16x2).
+      // Each output rounded once from the exact sum, adjacent columns certified together
+      // (exact_sum_bf16x2); the streams are read for the last time here (streaming loads).
       uint4 r[kN];
 #pragma unroll
       for (int j = 0; j < kN; ++j) r[j] = ldcs16(x + j * p.x_stream_stride + v * 8);
