@@ -7,7 +7,8 @@
 #   build     configure + build (always done first)
 #   test      the GPU suite (tests/test_gpu, one process), then the CPU suites
 #   run       mhc run --device cuda for every model preset (checked against the CPU backend)
-#   sanitize  compute-sanitizer memcheck, racecheck, synccheck over the GPU suite subset
+#   sanitize  compute-sanitizer memcheck, racecheck, synccheck over subsets of the GPU suite
+#             (MHC_SANITIZE_FILTER, MHC_RACECHECK_FILTER: gtest filters; defaults below)
 #   huge      the 64-bit indexing test (T = 2^20, H = 7168; needs ~110 GB of GPU memory)
 #   bench     mhc bench (see bench/run_device.sh for the sweep)
 #   python    the Python package built with the CUDA backend (sm_90a), then pytest tests/python
@@ -72,8 +73,12 @@ fi
 
 if [[ "$steps" == *" sanitize "* ]]; then
   for tool in memcheck racecheck synccheck; do
-    filter="${MHC_SANITIZE_FILTER:-*}"
-    [ "$tool" = racecheck ] && filter="${MHC_RACECHECK_FILTER:-$filter}"
+    # Defaults: the subsets that fit a device lease (memcheck/synccheck ~35 s each, racecheck
+    # ~50 s on the H200): graph capture/replay of every mode, the error paths, every n4 grid case
+    # at H = 4096 and a generic case; racecheck over the n4 kernels with shared memory. Set the
+    # variables to '*' for the whole suite (hours under racecheck).
+    filter="${MHC_SANITIZE_FILTER:-Modes/GpuGraph.*:GpuErrors.*:Grid/GpuGrid.MatchesReference/*n4_H4096*:Grid/GpuGrid.MatchesReference/pre_computed_n2_H1000}"
+    [ "$tool" = racecheck ] && filter="${MHC_RACECHECK_FILTER:-*post_pre_shifted_norm*n4_H4096*:*pre_computed_norm*n4_H4096*:Grid/GpuGrid.MatchesReference/post_n4_H4096*:*pre_broadcast_computed_norm*n4_H4096*:Grid/GpuGrid.MatchesReference/pre_computed_n2_H1000:GpuErrors.*}"
     t0=$(date +%s)
     timeout "$T_SAN" compute-sanitizer --tool "$tool" --error-exitcode 9 ./build-dev/tests/test_gpu \
       --gtest_filter="$filter" --gtest_brief=1 > "$OUT/sanitize-$tool.log" 2>&1
