@@ -91,22 +91,18 @@ __device__ __forceinline__ PostWeights post_weights(const float* post, const flo
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
-/// The 5 terms (layer output, then the 4 streams) of columns 2i and 2i + 1: the two bf16 halves
-/// of word i of each vector, with their absolute sums.
-__device__ __forceinline__ void post_terms(const uint4 (&res)[kN], const uint4& lo, int i, float (&v0)[kN + 1],
-                                           float (&v1)[kN + 1], float& abs0, float& abs1) {
-  const uint32_t ol = word(lo, i);
-  v0[0] = __uint_as_float(ol << 16);
-  v1[0] = __uint_as_float(ol & 0xffff0000u);
-  abs0 = fabsf(v0[0]);
-  abs1 = fabsf(v1[0]);
+/// The terms of columns 2i and 2i + 1 of M vectors of 8 bf16 (the two halves of word i of each),
+/// with their absolute sums in vector order.
+template <int M>
+__device__ __forceinline__ void column_pair(const uint4 (&vec)[M], int i, float (&v0)[M], float (&v1)[M],
+                                            float& abs0, float& abs1) {
 #pragma unroll
-  for (int j = 0; j < kN; ++j) {
-    const uint32_t xw = word(res[j], i);
-    v0[j + 1] = __uint_as_float(xw << 16);
-    v1[j + 1] = __uint_as_float(xw & 0xffff0000u);
-    abs0 += fabsf(v0[j + 1]);
-    abs1 += fabsf(v1[j + 1]);
+  for (int j = 0; j < M; ++j) {
+    const uint32_t xw = word(vec[j], i);
+    v0[j] = __uint_as_float(xw << 16);
+    v1[j] = __uint_as_float(xw & 0xffff0000u);
+    abs0 = j == 0 ? fabsf(v0[j]) : abs0 + fabsf(v0[j]);
+    abs1 = j == 0 ? fabsf(v1[j]) : abs1 + fabsf(v1[j]);
   }
 }
 
@@ -115,11 +111,13 @@ __device__ __forceinline__ void post_terms(const uint4 (&res)[kN], const uint4& 
 /// and are tested once; the rare uncertified ones (about 1 pair in 500) are redone in double.
 __device__ __forceinline__ void post8(const PostWeights& pw, const uint4 (&res)[kN], const uint4& lo,
                                       uint4 (&out)[kN]) {
+  // the terms in the order of the weights: layer output, then the 4 streams
+  const uint4 terms[kN + 1] = {lo, res[0], res[1], res[2], res[3]};
   uint32_t w[kN][4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     float v0[kN + 1], v1[kN + 1], abs0, abs1;
-    post_terms(res, lo, i, v0, v1, abs0, abs1);
+    column_pair(terms, i, v0, v1, abs0, abs1);
     bool certified[kN];
     bool all = true;
 #pragma unroll
@@ -131,16 +129,7 @@ __device__ __forceinline__ void post8(const PostWeights& pw, const uint4 (&res)[
     if (!all) {
 #pragma unroll
       for (int k = 0; k < kN; ++k) {
-        if (!certified[k]) {
-          SumTerms t{};
-#pragma unroll
-          for (int j = 0; j <= kN; ++j) {
-            t.w[j] = pw.w[k][j];
-            t.v0[j] = v0[j];
-            t.v1[j] = v1[j];
-          }
-          w[k][i] = exact_sum_bf16x2_slow<kN + 1>(t);
-        }
+        if (!certified[k]) w[k][i] = exact_sum_bf16x2_redo(pw.w[k], v0, v1);
       }
     }
   }
@@ -502,15 +491,8 @@ __global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_MIN_BLOCKS) collapse_k
       uint32_t w[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        float v0[kN], v1[kN], abs0 = 0.0f, abs1 = 0.0f;
-#pragma unroll
-        for (int j = 0; j < kN; ++j) {
-          const uint32_t xw = word(r[j], i);
-          v0[j] = __uint_as_float(xw << 16);
-          v1[j] = __uint_as_float(xw & 0xffff0000u);
-          abs0 += fabsf(v0[j]);
-          abs1 += fabsf(v1[j]);
-        }
+        float v0[kN], v1[kN], abs0, abs1;
+        column_pair(r, i, v0, v1, abs0, abs1);
         w[i] = exact_sum_bf16x2(pre, v0, v1, sum_error_bound(pre_scale, abs0), sum_error_bound(pre_scale, abs1));
       }
       u = make_uint4(w[0], w[1], w[2], w[3]);
