@@ -35,16 +35,6 @@ __device__ __forceinline__ bf16_t double_to_bf16_bits(double d) {
   return *reinterpret_cast<const bf16_t*>(&b);
 }
 
-/// sum_j w[j] * v[j] in double, in j order: every product is exact there. The double path of the
-/// exact sums below.
-template <int N>
-__device__ __forceinline__ double double_sum(const float* w, const float* v) {
-  double acc = static_cast<double>(w[0]) * static_cast<double>(v[0]);
-#pragma unroll
-  for (int j = 1; j < N; ++j) acc = fma(static_cast<double>(w[j]), static_cast<double>(v[j]), acc);
-  return acc;
-}
-
 /// bf16 of the exact sum_j w[j] * v[j] (fp32 weights, bf16 values held in fp32), rounded once
 /// to nearest even: what the float64 reference gives, also where the terms cancel.
 /// Fast path: the fp32 FMA chain s (w[0]*v[0], then fma in j order) and an a-priori bound
@@ -60,21 +50,29 @@ __device__ __forceinline__ bf16_t exact_sum_bf16(const float (&w)[N], const floa
   const __nv_bfloat162 ends = __floats2bfloat162_rn(s - e, s + e);
   const uint32_t bits = *reinterpret_cast<const uint32_t*>(&ends);
   if (fabsf(s) + e <= FLT_MAX && (bits & 0xffffu) == (bits >> 16)) return static_cast<bf16_t>(bits & 0xffffu);
-  return double_to_bf16_bits(double_sum<N>(w, v));
+  double acc = static_cast<double>(w[0]) * static_cast<double>(v[0]);
+#pragma unroll
+  for (int j = 1; j < N; ++j) acc = fma(static_cast<double>(w[j]), static_cast<double>(v[j]), acc);
+  return double_to_bf16_bits(acc);
 }
 
-/// Two value columns and their weights (N <= 5 terms used), passed by value to the out-of-line
-/// double path.
+/// Up to 5 weights and two value columns, passed by value to the out-of-line double path.
 struct SumTerms {
   float w[5], v0[5], v1[5];
 };
 
-/// The double path of exact_sum_bf16x2: both sums formed in double and rounded once. Out of
-/// line, so that the fast path's registers do not have to make room for it.
+/// The double path of exact_sum_bf16x2: both sums formed in double (every product exact) and
+/// rounded once. Out of line, so that the fast path's registers do not have to make room for it.
 template <int N>
 __device__ __noinline__ uint32_t exact_sum_bf16x2_slow(const SumTerms t) {
-  return static_cast<uint32_t>(double_to_bf16_bits(double_sum<N>(t.w, t.v0))) |
-         (static_cast<uint32_t>(double_to_bf16_bits(double_sum<N>(t.w, t.v1))) << 16);
+  double acc0 = static_cast<double>(t.w[0]) * static_cast<double>(t.v0[0]);
+  double acc1 = static_cast<double>(t.w[0]) * static_cast<double>(t.v1[0]);
+#pragma unroll
+  for (int j = 1; j < N; ++j) {
+    acc0 = fma(static_cast<double>(t.w[j]), static_cast<double>(t.v0[j]), acc0);
+    acc1 = fma(static_cast<double>(t.w[j]), static_cast<double>(t.v1[j]), acc1);
+  }
+  return static_cast<uint32_t>(double_to_bf16_bits(acc0)) | (static_cast<uint32_t>(double_to_bf16_bits(acc1)) << 16);
 }
 
 /// exact_sum_bf16x2's double path for one pair (for callers that certify several pairs first).
