@@ -50,6 +50,7 @@ struct Workspace::Impl {
   int32_t num_sms = 0;           // multiprocessors of the device, read at creation
   int64_t l2_bytes = 0;          // L2 size of the device, read at creation
   int32_t cc_major = 0;          // compute capability (major) of the device
+  bool n4_mix = false;           // the device has the shared memory of the n = 4 mix kernel
   std::shared_ptr<void> device_memory;
 };
 

@@ -101,7 +101,7 @@ void cuda_create_workspace(Workspace::Impl& ws) {
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&ws.cc_major, cudaDevAttrComputeCapabilityMajor, ws.device.id));
   {
     const DeviceGuard guard(ws.device.id);
-    cuda::n4_configure_device();
+    ws.n4_mix = cuda::n4_configure_device();
   }
   ws.device_memory = device_alloc(ws.device, ws.scratch_bytes);
   ws.scratch = ws.device_memory.get();

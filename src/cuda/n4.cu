@@ -2,15 +2,16 @@
 //
 // What it computes: the same per-token pipeline as the generic path (post -> mixes ->
 // collapse), in two kernels:
-//   mix_kernel (phase A)     grid (C = H/128 chunks, token groups). A block owns one chunk of
-//                            128 hidden columns of all 4 streams (a 512-wide K-slice) and walks
-//                            32-token tiles, fed by a 3-stage cp.async ring. Per tile: the post
-//                            stage (16-byte vectors; the new residual goes to residual_out and
-//                            to shared memory), then the tile's 24 dot products over the K-slice
-//                            on tensor cores: mma.m16n8k16 bf16 with x (exact in bf16) against
-//                            fn split into three bf16 parts (hi + mid + lo), fp32 accumulate;
-//                            plus each token's sum of squares. Partials go to the workspace
-//                            [token][chunk][25].
+//   mix_kernel (phase A)     one block per multiprocessor, each with an equal range of the
+//                            (chunk, 32-token tile) items; a chunk is 128 hidden columns of all
+//                            4 streams (a 512-wide K-slice). Warp-specialised: 16 post warps
+//                            fill a 3-stage cp.async ring and run the post stage (16-byte
+//                            vectors; the new residual goes to residual_out and back into the
+//                            stage); 4 mma warps take the tile's 24 dot products over the
+//                            K-slice on tensor cores: mma.m16n8k16 bf16 with x (exact in bf16)
+//                            against fn split into three bf16 parts (hi + mid + lo), fp32
+//                            accumulate. Plus each token's sum of squares. Partials go to the
+//                            workspace [token][chunk][25].
 //   collapse_kernel (phase B) one block per token: sums the partials over chunks in a fixed
 //                            order, runs the epilogue (sigmoids, Sinkhorn) on one thread, then
 //                            the collapse and the RMSNorm fold with 16-byte vectors.
@@ -20,7 +21,7 @@
 // Determinism / batch invariance: every token's partial for a chunk comes from the same
 // instruction sequence wherever the token sits in a tile, chunks are summed in a fixed order,
 // and dispatch does not depend on T: a token's outputs do not depend on the batch.
-// B fragments of a block's K-slice stay in registers for all its tiles (72 x 32-bit).
+// B fragments of a block's K-slice stay in shared memory (72 KB) for all its tiles of that chunk.
 // Launches: programmatic dependent launch on sm_90+ (see pdl_wait). Tokens run in slices that
 // fit the workspace's partials and, when the collapse re-reads the streams, half the L2.
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned bf16 rows (pointers and row
@@ -42,8 +43,6 @@ constexpr int kChunkCols = 128;       // hidden columns per chunk
 constexpr int kSliceK = kN * kChunkCols;  // 512
 constexpr int kTile = 32;             // tokens per block iteration (two m16 mma tiles)
 constexpr int kMTiles = kTile / 16;
-constexpr int kThreadsA = 256;        // 8 warps, each owns 64 of the 512 k's
-constexpr int kSteps = 4;             // k16 steps per warp
 constexpr int kNTiles = 9;            // 3 parts x 24 rows / 8
 constexpr int kXStride = kSliceK + 8; // padded smem row (conflict-free 32-bit fragment loads)
 constexpr int kPartial = kRows + 1;   // 24 dots + sum of squares
@@ -205,7 +204,7 @@ struct N4Params {
   const bf16_t* layer_output; int64_t layer_output_stride;
   const float* post_mix; int64_t post_mix_stride;
   const float* comb_mix; int64_t comb_mix_stride;
-  const uint2* fn_frag;      // [chunks][8 warps][4 steps][9 ntiles][32 lanes]
+  const uint2* fn_frag;      // [chunks][4 mma warps][8 k16 steps][9 ntiles][32 lanes]
   bf16_t* residual_out; int64_t residual_out_stride;  // post output, or materialised copies
   float* partials;           // [T][chunks][25]
   // phase B
@@ -220,40 +219,94 @@ struct N4Params {
   float inv_k;
 };
 
-// Shared memory of mix_kernel (dynamic): a ring of kStages raw input tiles filled by cp.async,
-// the tile's new residual (xs, the mma A operand), and two buffers of per-warp partial dots.
-// A stage: residual [32 tokens][4 streams][16 vectors of 8 columns], layer_output [32][16],
-// mixes [32][20] (post[4], comb[16]).
+// mix_kernel: one block per multiprocessor, warp-specialised.
+//   8 post warps (256 threads): two (token, 8-column vector) units of all 4 streams each per tile
+//     (token rows tt and tt + 16).
+//     They fill a ring of kStages tiles with cp.async, run the post stage, write the new
+//     residual to residual_out and back into the stage in place (it is then the mma A operand),
+//     and each token's sum of squares.
+//   4 mma warps (128 threads): warp mw owns the 128 k's of stream mw of the chunk (8 k16 steps)
+//     for both m16 tiles; B fragments of the chunk in shared memory. Their partial dots go to
+//     red and are summed over the 4 warps in warp order.
+// Hand-over through named barriers: kFull + s (the post warps arrive once stage s holds the
+// tile's new residual; the mma warps wait) and kEmpty + s (the mma warps arrive once they have
+// read stage s; the post warps wait before refilling it). kMmaBar syncs the 4 mma warps.
+// Work: the (chunk, tile) items in chunk-major order, split into equal contiguous ranges, one
+// per block, so every multiprocessor has the same share at any H; a block reloads B when its
+// range crosses into the next chunk.
+constexpr int kPostWarps = 8;
+constexpr int kPostThreads = kPostWarps * 32;
+constexpr int kPostRows = kTile * (kChunkCols / 8) / kPostThreads;  // units per post thread (2)
+constexpr int kMmaWarps = kN;          // one per stream of the chunk
+constexpr int kMmaThreads = kMmaWarps * 32;
+constexpr int kThreadsA = kPostThreads + kMmaThreads;  // 384
+constexpr int kMmaSteps = kChunkCols / 16;             // k16 steps per mma warp
 constexpr int kStages = 3;
-constexpr int kStageRes = kTile * kN * kChunkCols * 2;     // 32 KB
+constexpr int kFull = 1, kEmpty = kFull + kStages, kMmaBar = kEmpty + kStages;  // named barriers
+// A stage: the streams [32 tokens][kXStride] (bf16, row = the 512 k's of the chunk, padded),
+// layer_output [32][16 vectors], mixes [32][20] (post[4], comb[16]).
+constexpr int kStageRes = kTile * kXStride * 2;            // 32.5 KB
 constexpr int kStageLo = kTile * kChunkCols * 2;           // 8 KB
 constexpr int kStageMix = kTile * (kN + kN * kN) * 4;      // 2.5 KB
 constexpr int kStageBytes = kStageRes + kStageLo + kStageMix;
-constexpr int kXsBytes = kTile * kXStride * 2;             // 32.5 KB
-constexpr int kRedFloats = 8 * kTile * kRows;              // [8 warps][32 tokens][24]
-constexpr int kMixSmem = kStages * kStageBytes + kXsBytes + 2 * kRedFloats * 4;
-static_assert(kStageBytes % 16 == 0 && kXsBytes % 16 == 0 && kMixSmem <= 227 * 1024, "smem layout");
+constexpr int kFragWords = kMmaWarps * kMmaSteps * kNTiles * 32;  // uint2 per chunk (72 KB)
+constexpr int kFragBytes = kFragWords * 8;
+constexpr int kRedFloats = kMmaWarps * kTile * kRows;      // [4 warps][32 tokens][24]
+constexpr int kMixSmem = kStages * kStageBytes + kFragBytes + 2 * kRedFloats * 4;
+static_assert(kStageBytes % 16 == 0 && kFragBytes % 16 == 0, "smem layout");
+static_assert(kMixSmem <= 227 * 1024, "mix_kernel shared memory");
+static_assert(kPostRows * kPostThreads == kTile * (kChunkCols / 8), "post units");
 
-// Thread -> (token rows tt and tt + 16, 8-column vector cv) of a tile: loads, the post stage and
-// the stores. Each thread reads from a stage exactly the 16-byte vectors it copied there; a
-// token's mixes are copied by its 16 lanes (one warp half) and read after a __syncwarp.
-__device__ __forceinline__ void issue_tile(const N4Params& p, unsigned char* stage, int64_t tile, int tt0,
-                                           int cv, int64_t col0, uint64_t policy) {
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& a0, uint32_t& a1, uint32_t& a2, uint32_t& a3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3)
+               : "r"(addr)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async16_keep(void* smem, const void* gmem) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// The (chunk, tile) items of this block: [begin, begin + count) in chunk-major order.
+struct MixItems {
+  int64_t tiles, begin, count;
+  __device__ MixItems(int64_t T, int chunks) {
+    tiles = (T + kTile - 1) / kTile;
+    const int64_t items = tiles * chunks;
+    begin = items * blockIdx.x / gridDim.x;
+    count = items * (blockIdx.x + 1) / gridDim.x - begin;
+  }
+  __device__ int chunk(int64_t i) const { return static_cast<int>((begin + i) / tiles); }
+  __device__ int64_t tile(int64_t i) const { return (begin + i) % tiles; }
+};
+
+// Post thread (tt0, cv): token rows tt0 and tt0 + 16 of the tile, 8-column vector cv. It reads from a stage
+// exactly the 16-byte vectors it copied there; a token's mixes are copied by its 16 lanes (one
+// warp half) and read after a __syncwarp.
+__device__ __forceinline__ void issue_tile(const N4Params& p, unsigned char* stage, int64_t tile, int chunk,
+                                           int tt0, int cv, uint64_t policy) {
   const int streams = p.res_stream_stride == 0 ? 1 : kN;  // broadcast: one row, used n times
+  const int64_t col0 = static_cast<int64_t>(chunk) * kChunkCols + cv * 8;
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int tt = tt0 + half * 16;
+  for (int u = 0; u < kPostRows; ++u) {
+    const int tt = tt0 + u * (kTile / kPostRows);
     const int64_t t = tile * kTile + tt;
     const bool valid = t < p.T;
     const int64_t tc = valid ? t : 0;  // an address inside the tensor for the zero-fill copies
-    uint4* res_s = reinterpret_cast<uint4*>(stage);
-    const bf16_t* res = p.residual + tc * p.residual_stride + col0 + cv * 8;
-    for (int j = 0; j < streams; ++j) {
-      cp_async16(&res_s[(tt * kN + j) * 16 + cv], res + j * p.res_stream_stride, valid, policy);
-    }
+    bf16_t* res_s = reinterpret_cast<bf16_t*>(stage) + tt * kXStride + cv * 8;
+    const bf16_t* res = p.residual + tc * p.residual_stride + col0;
+    for (int j = 0; j < streams; ++j) cp_async16(res_s + j * kChunkCols, res + j * p.res_stream_stride, valid, policy);
     if (p.has_post) {
       uint4* lo_s = reinterpret_cast<uint4*>(stage + kStageRes);
-      cp_async16(&lo_s[tt * 16 + cv], p.layer_output + tc * p.layer_output_stride + col0 + cv * 8, valid, policy);
+      cp_async16(&lo_s[tt * 16 + cv], p.layer_output + tc * p.layer_output_stride + col0, valid, policy);
       float* mix_s = reinterpret_cast<float*>(stage + kStageRes + kStageLo) + tt * (kN + kN * kN);
       if (cv < kN) cp_async4(mix_s + cv, p.post_mix + tc * p.post_mix_stride + cv, valid);
       cp_async4(mix_s + kN + cv, p.comb_mix + tc * p.comb_mix_stride + cv, valid);
@@ -261,93 +314,60 @@ __device__ __forceinline__ void issue_tile(const N4Params& p, unsigned char* sta
   }
 }
 
-// Per 32-token tile, two block barriers: (1) xs holds the tile's new residual; (2) every warp
-// has written its partial dots to red[tile % 2] (and read xs). The next tile's post stage may
-// then overwrite xs while this tile's dots are summed from red[tile % 2]; the tile after that
-// writes red[tile % 2] only after its own barrier (1), which every thread reaches after the sum.
-__global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  bf16_t* xs = reinterpret_cast<bf16_t*>(smem + kStages * kStageBytes);
-  float* red_base = reinterpret_cast<float*>(smem + kStages * kStageBytes + kXsBytes);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, q = lane & 3;
-  const int chunk = blockIdx.x;
-  const int64_t col0 = static_cast<int64_t>(chunk) * kChunkCols;
+__device__ __forceinline__ void mix_post_role(const N4Params& p, unsigned char* smem, const MixItems& items) {
+  const int tid = threadIdx.x;
   const int tt0 = tid >> 4, cv = tid & 15;
   const uint64_t policy = evict_first_policy();
-  pdl_launch_dependents();
-
-  // This warp's B fragments for the chunk, kept in registers for every tile. They are weights,
-  // not a predecessor's output: their loads overlap the end of the kernel before this one.
-  uint2 b[kSteps][kNTiles];
-  {
-    const uint2* src = p.fn_frag + (static_cast<int64_t>(chunk) * 8 + warp) * kSteps * kNTiles * 32;
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-#pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt) b[s][nt] = src[(s * kNTiles + nt) * 32 + lane];
-    }
-  }
-  pdl_wait();
-
-  // This block's tiles: blockIdx.y, blockIdx.y + gridDim.y, ...; the first kStages - 1 are
-  // requested now, while the B fragments are still arriving.
-  const int64_t tiles = (p.T + kTile - 1) / kTile;
-  const int64_t count = tiles > blockIdx.y ? (tiles - blockIdx.y + gridDim.y - 1) / gridDim.y : 0;
+  const bool bcast = p.res_stream_stride == 0;
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
-    if (i < count) issue_tile(p, smem + i * kStageBytes, blockIdx.y + i * static_cast<int64_t>(gridDim.y), tt0, cv, col0, policy);
+    if (i < items.count) issue_tile(p, smem + i * kStageBytes, items.tile(i), items.chunk(i), tt0, cv, policy);
     cp_async_commit();
   }
-
-  const bool bcast = p.res_stream_stride == 0;
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t tile = blockIdx.y + i * gridDim.y;
-    float* red = red_base + (i % 2) * kRedFloats;
-    cp_async_wait<kStages - 2>();  // this thread's copies of tile i have landed
+  for (int64_t i = 0; i < items.count; ++i) {
+    const int s = static_cast<int>(i % kStages);
+    const int chunk = items.chunk(i);
+    unsigned char* stage = smem + s * kStageBytes;
+    cp_async_wait<kStages - 2>();  // this thread's copies of item i have landed
     __syncwarp();                  // and its tokens' mixes, copied by the other 15 lanes
-    {
-      // Its stage held tile i - 1, whose reads every thread finished before barrier (2) of i - 1.
-      const int64_t next = i + kStages - 1;
-      if (next < count) {
-        issue_tile(p, smem + (next % kStages) * kStageBytes, blockIdx.y + next * gridDim.y, tt0, cv, col0, policy);
-      }
-      cp_async_commit();
-    }
-    const unsigned char* stage = smem + (i % kStages) * kStageBytes;
-    const uint4* res_s = reinterpret_cast<const uint4*>(stage);
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int tt = tt0 + half * 16;
-      const int64_t t = tile * kTile + tt;
+    for (int u = 0; u < kPostRows; ++u) {
+      const int tt = tt0 + u * (kTile / kPostRows);
+      const int64_t t = items.tile(i) * kTile + tt;
       const bool valid = t < p.T;
+      bf16_t* xrow = reinterpret_cast<bf16_t*>(stage) + tt * kXStride + cv * 8;
       uint4 x[kN];
       if (p.has_post && !valid) {
-        // A padding row (zero-filled): its dots are never stored. Skipping post8 here matters:
-        // its all-zero sums never certify in fp32 (-0 vs +0 ends) and would all take the
-        // double path, ~9 us at T = 1.
+        // A padding row (zero-filled, left as is): its dots are never stored. Skipping post8
+        // here matters: its all-zero sums never certify in fp32 (-0 vs +0 ends) and would all
+        // take the double path.
 #pragma unroll
         for (int j = 0; j < kN; ++j) x[j] = make_uint4(0, 0, 0, 0);
       } else if (p.has_post) {
         uint4 r[kN];
 #pragma unroll
-        for (int j = 0; j < kN; ++j) r[j] = res_s[(tt * kN + (bcast ? 0 : j)) * 16 + cv];
+        for (int j = 0; j < kN; ++j) r[j] = ld16(xrow + j * kChunkCols);
         const uint4 lo = reinterpret_cast<const uint4*>(stage + kStageRes)[tt * 16 + cv];
         const float* mix = reinterpret_cast<const float*>(stage + kStageRes + kStageLo) + tt * (kN + kN * kN);
         post8(post_weights(mix, mix + kN), r, lo, x);
+#pragma unroll
+        for (int j = 0; j < kN; ++j) *reinterpret_cast<uint4*>(xrow + j * kChunkCols) = x[j];
       } else {
 #pragma unroll
-        for (int j = 0; j < kN; ++j) x[j] = res_s[(tt * kN + (bcast ? 0 : j)) * 16 + cv];
+        for (int j = 0; j < kN; ++j) x[j] = ld16(xrow + (bcast ? 0 : j * kChunkCols));
+        if (bcast) {
+#pragma unroll
+          for (int j = 1; j < kN; ++j) *reinterpret_cast<uint4*>(xrow + j * kChunkCols) = x[j];
+        }
       }
       if (valid && p.residual_out != nullptr) {
-        bf16_t* out = p.residual_out + t * p.residual_out_stride + col0 + cv * 8;
+        bf16_t* out = p.residual_out + t * p.residual_out_stride + static_cast<int64_t>(chunk) * kChunkCols + cv * 8;
 #pragma unroll
         for (int j = 0; j < kN; ++j) st16(out + j * p.H, x[j]);
       }
       float sq = 0.0f;
 #pragma unroll
       for (int j = 0; j < kN; ++j) {
-        *reinterpret_cast<uint4*>(&xs[tt * kXStride + j * kChunkCols + cv * 8]) = x[j];
         float f[8];
         unpack8(x[j], f);
 #pragma unroll
@@ -358,57 +378,110 @@ __global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
       for (int off = 8; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
       if (cv == 0 && valid) p.partials[(t * p.chunks + chunk) * kPartial + kRows] = sq;
     }
-    __syncthreads();  // (1)
+    named_arrive(kFull + s, kThreadsA);  // stage s holds the tile's new residual
+    // Refill the stage of item i - 1 with item i + 2 once the mma warps have read it.
+    const int64_t next = i + kStages - 1;
+    if (next < items.count) {
+      if (i >= 1) named_sync(kEmpty + static_cast<int>((i - 1) % kStages), kThreadsA);
+      issue_tile(p, smem + (next % kStages) * kStageBytes, items.tile(next), items.chunk(next), tt0, cv, policy);
+    }
+    cp_async_commit();
+  }
+}
 
-    // Tensor cores: this warp's 64 k's of both m-tiles against the 72 fragment columns.
-    float acc[kMTiles][kNTiles][4];
+// The chunk's B fragments ([mw][ks][nt][lane] uint2, 72 KB) into shared memory, by the mma warps.
+__device__ __forceinline__ void load_fragments(const N4Params& p, unsigned char* smem, int chunk, int tid) {
+  const uint4* src = reinterpret_cast<const uint4*>(p.fn_frag + static_cast<int64_t>(chunk) * kFragWords);
+  uint4* dst = reinterpret_cast<uint4*>(smem + kStages * kStageBytes);
+  for (int v = tid; v < kFragBytes / 16; v += kMmaThreads) cp_async16_keep(dst + v, src + v);
+}
+
+__device__ __forceinline__ void mix_mma_role(const N4Params& p, unsigned char* smem, const MixItems& items) {
+  const int tid = threadIdx.x - kPostThreads;  // 0..127
+  const int lane = tid & 31, mw = tid >> 5;
+  const int g = lane >> 2, q = lane & 3;
+  const uint2* bs = reinterpret_cast<const uint2*>(smem + kStages * kStageBytes);
+  float* red_base = reinterpret_cast<float*>(smem + kStages * kStageBytes + kFragBytes);
+  int loaded = -1;
+  for (int64_t i = 0; i < items.count; ++i) {
+    const int s = static_cast<int>(i % kStages);
+    const int chunk = items.chunk(i);
+    const int64_t tile = items.tile(i);
+    if (chunk != loaded) {
+      // This chunk's B fragments (the first chunk's were requested before pdl_wait). The
+      // previous chunk's were last read before the kMmaBar barrier of the previous item.
+      if (i > 0) load_fragments(p, smem, chunk, tid);
+      cp_async_wait_all();
+      named_sync(kMmaBar, kMmaThreads);
+      loaded = chunk;
+    }
+    float* red = red_base + (i % 2) * kRedFloats;
+    named_sync(kFull + s, kThreadsA);
+    const uint32_t xs = static_cast<uint32_t>(__cvta_generic_to_shared(smem + s * kStageBytes));
 #pragma unroll
     for (int m = 0; m < kMTiles; ++m) {
+      float acc[kNTiles][4];
 #pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt) acc[m][nt][0] = acc[m][nt][1] = acc[m][nt][2] = acc[m][nt][3] = 0.0f;
-    }
+      for (int nt = 0; nt < kNTiles; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
 #pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-      const int kb = warp * 64 + s * 16 + 2 * q;
+      for (int ks = 0; ks < kMmaSteps; ++ks) {
+        // A: rows m*16 + (lane % 16), k = mw*128 + ks*16 + (lane / 16)*8 (ldmatrix x4 gives the
+        // m16k16 fragment a0..a3).
+        const int row = m * 16 + (lane & 15);
+        const int k = mw * kChunkCols + ks * 16 + (lane >> 4) * 8;
+        uint32_t a0, a1, a2, a3;
+        ldmatrix_x4(xs + static_cast<uint32_t>((row * kXStride + k) * 2), a0, a1, a2, a3);
+        const uint2* b = bs + ((mw * kMmaSteps + ks) * kNTiles) * 32 + lane;
 #pragma unroll
-      for (int m = 0; m < kMTiles; ++m) {
-        const bf16_t* xr = xs + (m * 16 + g) * kXStride + kb;
-        const uint32_t a0 = *reinterpret_cast<const uint32_t*>(xr);
-        const uint32_t a1 = *reinterpret_cast<const uint32_t*>(xr + 8 * kXStride);
-        const uint32_t a2 = *reinterpret_cast<const uint32_t*>(xr + 8);
-        const uint32_t a3 = *reinterpret_cast<const uint32_t*>(xr + 8 * kXStride + 8);
-#pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt) mma_bf16(acc[m][nt], a0, a1, a2, a3, b[s][nt].x, b[s][nt].y);
+        for (int nt = 0; nt < kNTiles; ++nt) {
+          const uint2 bf = b[nt * 32];
+          mma_bf16(acc[nt], a0, a1, a2, a3, bf.x, bf.y);
+        }
       }
-    }
-    // The three parts of fn (n-tiles blk, 3 + blk, 6 + blk) summed in registers, hi + (mid + lo);
-    // red[warp][token][row] with row = blk * 8 + 2q (+1).
-#pragma unroll
-    for (int m = 0; m < kMTiles; ++m) {
+      // The three parts of fn (n-tiles blk, 3 + blk, 6 + blk) summed in registers, hi + (mid + lo);
+      // red[warp][token][row] with row = blk * 8 + 2q (+1).
 #pragma unroll
       for (int blk = 0; blk < 3; ++blk) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           float2 v;
-          v.x = acc[m][blk][2 * h] + (acc[m][3 + blk][2 * h] + acc[m][6 + blk][2 * h]);
-          v.y = acc[m][blk][2 * h + 1] + (acc[m][3 + blk][2 * h + 1] + acc[m][6 + blk][2 * h + 1]);
+          v.x = acc[blk][2 * h] + (acc[3 + blk][2 * h] + acc[6 + blk][2 * h]);
+          v.y = acc[blk][2 * h + 1] + (acc[3 + blk][2 * h + 1] + acc[6 + blk][2 * h + 1]);
           const int token = m * 16 + g + 8 * h;
-          *reinterpret_cast<float2*>(&red[(warp * kTile + token) * kRows + blk * 8 + 2 * q]) = v;
+          *reinterpret_cast<float2*>(&red[(mw * kTile + token) * kRows + blk * 8 + 2 * q]) = v;
         }
       }
     }
-    __syncthreads();  // (2)
-    // The tile's dots: the 8 warps' values in warp order.
+    if (i + kStages < items.count) named_arrive(kEmpty + s, kThreadsA);  // stage s may be refilled
+    named_sync(kMmaBar, kMmaThreads);
+    // The tile's dots: the 4 warps' values in warp order. red[i % 2] is written again by item
+    // i + 2, after the kMmaBar barrier of item i + 1, which every mma thread reaches after this.
 #pragma unroll
-    for (int k = 0; k < kTile * kRows / kThreadsA; ++k) {
-      const int idx = tid + k * kThreadsA;
+    for (int k = 0; k < kTile * kRows / kMmaThreads; ++k) {
+      const int idx = tid + k * kMmaThreads;
       const int token = idx / kRows, r = idx % kRows;
       const int64_t tok = tile * kTile + token;
       float v = red[token * kRows + r];
 #pragma unroll
-      for (int w = 1; w < 8; ++w) v += red[(w * kTile + token) * kRows + r];
+      for (int w = 1; w < kMmaWarps; ++w) v += red[(w * kTile + token) * kRows + r];
       if (tok < p.T) p.partials[(tok * p.chunks + chunk) * kPartial + r] = v;
     }
+  }
+}
+
+__global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  pdl_launch_dependents();
+  const MixItems items(p.T, p.chunks);
+  if (threadIdx.x >= kPostThreads && items.count > 0) {
+    // The first chunk's fragments are weights: their copies overlap the end of the kernel before.
+    load_fragments(p, smem, items.chunk(0), threadIdx.x - kPostThreads);
+  }
+  pdl_wait();
+  if (threadIdx.x < kPostThreads) {
+    mix_post_role(p, smem, items);
+  } else {
+    mix_mma_role(p, smem, items);
   }
 }
 
@@ -608,6 +681,7 @@ N4Params slice(N4Params p, int64_t t0, int64_t count) {
 bool n4_supports(const detail::Problem& p) {
   if (p.device.type != DeviceType::kCUDA || p.n != kN || p.H % 512 != 0 || p.H > 16384) return false;
   if (p.has_mixes_stage() && (p.weights == nullptr || p.weights->d_fn_frag == nullptr)) return false;
+  if (p.has_mixes_stage() && p.workspace != nullptr && !p.workspace->n4_mix) return false;
   return rows16(p.residual, p.residual_stride) && rows16(p.layer_output, p.layer_output_stride) &&
          rows16(p.residual_out, p.residual_out_stride) && rows16(p.layer_input, p.layer_input_stride) &&
          (p.rmsnorm_weight == nullptr || aligned16(p.rmsnorm_weight));
@@ -685,19 +759,23 @@ void n4_run(const detail::Problem& p) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
     const N4Params s = slice(k, t0, count);
     if (s.has_mixes) {
-      const int64_t tiles = (count + kTile - 1) / kTile;
-      // about one block per multiprocessor: chunks x groups <= SMs
-      int64_t groups = p.workspace->num_sms / k.chunks;
-      groups = groups < 1 ? 1 : (groups < tiles ? groups : tiles);
-      launch(mix_kernel, dim3(static_cast<unsigned>(k.chunks), static_cast<unsigned>(groups)), kThreadsA, kMixSmem, p, s);
+      // One block per multiprocessor, each with an equal range of the (chunk, tile) items.
+      const int64_t items = (count + kTile - 1) / kTile * k.chunks;
+      const int64_t blocks = items < p.workspace->num_sms ? items : p.workspace->num_sms;
+      launch(mix_kernel, dim3(static_cast<unsigned>(blocks)), kThreadsA, kMixSmem, p, s);
     }
     const size_t row_bytes = s.has_collapse && s.rmsnorm_weight != nullptr ? static_cast<size_t>(p.H) * 2 : 0;
     launch(collapse_kernel, dim3(static_cast<unsigned>(count)), kThreadsB, row_bytes, p, s);
   }
 }
 
-void n4_configure_device() {
+bool n4_configure_device() {
+  int device = 0, optin = 0;
+  MHC_CUDA_CHECK(cudaGetDevice(&device));
+  MHC_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (optin < kMixSmem) return false;
   MHC_CUDA_CHECK(cudaFuncSetAttribute(mix_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMixSmem));
+  return true;
 }
 
 size_t n4_scratch_bytes(int64_t max_tokens) {
@@ -723,19 +801,19 @@ std::vector<uint32_t> n4_fragments(const PreparedWeights::Impl& w) {
     }
     return b;
   };
-  std::vector<uint32_t> out(static_cast<size_t>(chunks * 8 * kSteps * kNTiles * 32 * 2));
+  // [chunk][mw][ks][nt][lane]: mma warp mw's B fragment (m16n8k16, col) of k16 step ks of
+  // stream mw, n-tile nt (part nt / 3 of rows (nt % 3) * 8 ..), for lane (g, q).
+  std::vector<uint32_t> out(static_cast<size_t>(chunks) * kFragWords * 2);
   size_t idx = 0;
   for (int64_t c = 0; c < chunks; ++c) {
-    for (int warp = 0; warp < 8; ++warp) {
-      const int j = warp / 2;  // stream of this warp's 64 k's
-      for (int s = 0; s < kSteps; ++s) {
-        const int64_t hl = (warp % 2) * 64 + s * 16;
+    for (int mw = 0; mw < kMmaWarps; ++mw) {
+      for (int ks = 0; ks < kMmaSteps; ++ks) {
         for (int nt = 0; nt < kNTiles; ++nt) {
           const int pp = nt / 3;
           for (int lane = 0; lane < 32; ++lane) {
             const int g = lane / 4, q = lane % 4;
             const int r = (nt % 3) * 8 + g;
-            const int64_t k0 = j * H + c * kChunkCols + hl + 2 * q;
+            const int64_t k0 = mw * H + c * kChunkCols + ks * 16 + 2 * q;
             out[idx++] = part(r, k0, pp) | (static_cast<uint32_t>(part(r, k0 + 1, pp)) << 16);
             out[idx++] = part(r, k0 + 8, pp) | (static_cast<uint32_t>(part(r, k0 + 9, pp)) << 16);
           }

@@ -21,8 +21,10 @@ void n4_run(const detail::Problem& p);
 /// fn split into bf16 hi/mid/lo parts in mma B-fragment order (empty outside the n4 envelope).
 std::vector<uint32_t> n4_fragments(const PreparedWeights::Impl& w);
 /// Sets the kernels' attributes (dynamic shared memory) on the current device; called by
-/// Workspace::create, so that no call sets state lazily.
-void n4_configure_device();
+/// Workspace::create, so that no call sets state lazily. Returns false where the device has too
+/// little shared memory per block for mix_kernel (225 KB): the n4 variant then declines the
+/// ops with a mixes stage and the generic one runs.
+bool n4_configure_device();
 /// Bytes of workspace scratch the n4 path wants for `max_tokens` (partials of one slice).
 size_t n4_scratch_bytes(int64_t max_tokens);
 
