@@ -12,9 +12,10 @@
 //                            against fn split into three bf16 parts (hi + mid + lo), fp32
 //                            accumulate. Plus each token's sum of squares. Partials go to the
 //                            workspace [token][chunk][25].
-//   collapse_kernel (phase B) one block per token: sums the partials over chunks in a fixed
-//                            order, runs the epilogue (sigmoids, Sinkhorn) on one thread, then
-//                            the collapse and the RMSNorm fold with 16-byte vectors.
+//   collapse_kernel (phase B) one block per 8 tokens: sums the partials over chunks in a fixed
+//                            order, runs the epilogue (sigmoids, Sinkhorn) on one lane per token,
+//                            then the collapse and the RMSNorm fold of each token in turn with
+//                            16-byte vectors.
 // post alone uses post_kernel (16-byte vectors, one thread per 8 columns of all 4 streams).
 // Post and collapse sums: exact_sum_bf16x2 (common.cuh), the exact sum rounded once, two
 // adjacent columns certified together.
@@ -49,6 +50,7 @@ constexpr int kPartial = kRows + 1;   // 24 dots + sum of squares
 constexpr int kThreadsB = 256;
 constexpr int kMaxChunks = 16384 / kChunkCols;  // 128
 constexpr int kPartialSplit = 8;      // chunk groups the collapse sums in parallel
+constexpr int kCollapseTokens = 8;    // tokens per collapse block (the epilogue runs on a lane each)
 
 __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
@@ -346,7 +348,7 @@ __device__ __forceinline__ void mix_post_role(const N4Params& p, unsigned char* 
       } else if (p.has_post) {
         uint4 r[kN];
 #pragma unroll
-        for (int j = 0; j < kN; ++j) r[j] = ld16(xrow + j * kChunkCols);
+        for (int j = 0; j < kN; ++j) r[j] = ld16(xrow + (bcast ? 0 : j * kChunkCols));
         const uint4 lo = reinterpret_cast<const uint4*>(stage + kStageRes)[tt * 16 + cv];
         const float* mix = reinterpret_cast<const float*>(stage + kStageRes + kStageLo) + tt * (kN + kN * kN);
         post8(post_weights(mix, mix + kN), r, lo, x);
@@ -485,65 +487,14 @@ __global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
   }
 }
 
-// Five blocks per SM on Hopper (48 registers, the build measured on the H200); three elsewhere,
-// where ptxas would spill at that bound.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
-#define MHC_COLLAPSE_MIN_BLOCKS 5
-#else
-#define MHC_COLLAPSE_MIN_BLOCKS 3
-#endif
-__global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_MIN_BLOCKS) collapse_kernel(const N4Params p) {
-  extern __shared__ __align__(16) unsigned char row_smem[];  // the collapsed row (RMSNorm fold)
-  __shared__ float scratch[kThreadsB / 32];
-  __shared__ float s_part[kPartialSplit][kPartial];
-  __shared__ float s_dot[kPartial];
-  __shared__ float s_pre[kN];
-  pdl_launch_dependents();
-  pdl_wait();  // the partials (and the streams) come from the kernels before this one
+// The collapse of token t by the whole block (and the RMSNorm fold): pre weights s_pre; row: the
+// collapsed row when folding (H bf16); scratch: block_sum's.
+__device__ __forceinline__ void collapse_token(const N4Params& p, int64_t t, const float* s_pre, uint4* row,
+                                               float* scratch) {
   const int tid = threadIdx.x;
-  const int64_t t = blockIdx.x;
-  if (p.has_mixes) {
-    // Sum of the partials over chunks in a fixed order, the same for every token: thread
-    // (part, r) adds chunks part, part + 8, ... in order (all its loads in flight at once),
-    // then thread r adds the 8 part sums in order.
-    if (tid < kPartialSplit * kPartial) {
-      const int part = tid / kPartial, r = tid % kPartial;
-      const float* src = p.partials + t * p.chunks * kPartial + r;
-      float v[kMaxChunks / kPartialSplit];
-#pragma unroll
-      for (int i = 0; i < kMaxChunks / kPartialSplit; ++i) {
-        const int c = part + i * kPartialSplit;
-        v[i] = c < p.chunks ? src[c * kPartial] : 0.0f;
-      }
-      float s = v[0];
-#pragma unroll
-      for (int i = 1; i < kMaxChunks / kPartialSplit; ++i) s += v[i];
-      s_part[part][r] = s;
-    }
-    __syncthreads();
-    if (tid < kPartial) {
-      float s = s_part[0][tid];
-#pragma unroll
-      for (int i = 1; i < kPartialSplit; ++i) s += s_part[i][tid];
-      s_dot[tid] = s;
-    }
-    __syncthreads();
-    if (tid == 0) {
-      float pre[kN];
-      mixes_epilogue<kN>(p.epi, s_dot, s_dot[kRows], p.inv_k, t, pre);
-      if (p.pre_source == PreSource::kComputed && !p.head_mean) {
-#pragma unroll
-        for (int j = 0; j < kN; ++j) s_pre[j] = pre[j];
-      }
-    }
-  }
-  if (!p.has_collapse) return;
-  if (tid < kN && p.pre_source == PreSource::kCarried) s_pre[tid] = p.pre_mix_in[t * p.pre_mix_in_stride + tid];
-  __syncthreads();
   const int64_t vecs = p.H / 8;
   const bf16_t* x = p.x + t * p.x_stride;
   bf16_t* dst = p.layer_input + t * p.layer_input_stride;
-  uint4* row = reinterpret_cast<uint4*>(row_smem);
   const bool fold = p.rmsnorm_weight != nullptr;
   const bool weighted = p.pre_source != PreSource::kIdentity && !p.head_mean;
   float pre[kN];
@@ -611,6 +562,72 @@ __global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_MIN_BLOCKS) collapse_k
     for (int e = 0; e < 8; ++e) y[e] = f[e] * inv * w[e];
     st16(dst + v * 8, pack8(y));
   }
+}
+
+
+// Five blocks per SM on Hopper (48 registers, the build measured on the H200); three elsewhere,
+// where ptxas would spill at that bound.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+#define MHC_COLLAPSE_MIN_BLOCKS 5
+#else
+#define MHC_COLLAPSE_MIN_BLOCKS 3
+#endif
+__global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_MIN_BLOCKS) collapse_kernel(const N4Params p) {
+  extern __shared__ __align__(16) unsigned char row_smem[];  // the collapsed row (RMSNorm fold)
+  __shared__ float scratch[kThreadsB / 32];
+  __shared__ float s_part[kCollapseTokens][kPartialSplit][kPartial];
+  __shared__ float s_dot[kCollapseTokens][kPartial];
+  __shared__ float s_pre[kCollapseTokens][kN];
+  pdl_launch_dependents();
+  pdl_wait();  // the partials (and the streams) come from the kernels before this one
+  const int tid = threadIdx.x;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kCollapseTokens;
+  const int tokens = p.T - t0 < kCollapseTokens ? static_cast<int>(p.T - t0) : kCollapseTokens;
+  if (p.has_mixes) {
+    // Sum of the partials over chunks in a fixed order, the same for every token: item
+    // (token, part, r) adds chunks part, part + 8, ... in order (all its loads in flight at
+    // once), then (token, r) adds the 8 part sums in order.
+    const int items = tokens * kPartialSplit * kPartial;
+#pragma unroll 2
+    for (int idx = tid; idx < items; idx += kThreadsB) {
+      const int tk = idx / (kPartialSplit * kPartial), part = idx / kPartial % kPartialSplit, r = idx % kPartial;
+      const float* src = p.partials + (t0 + tk) * p.chunks * kPartial + r;
+      float v[kMaxChunks / kPartialSplit];
+#pragma unroll
+      for (int i = 0; i < kMaxChunks / kPartialSplit; ++i) {
+        const int c = part + i * kPartialSplit;
+        v[i] = c < p.chunks ? src[c * kPartial] : 0.0f;
+      }
+      float sum = v[0];
+#pragma unroll
+      for (int i = 1; i < kMaxChunks / kPartialSplit; ++i) sum += v[i];
+      s_part[tk][part][r] = sum;
+    }
+    __syncthreads();
+    if (tid < tokens * kPartial) {
+      const int tk = tid / kPartial, r = tid % kPartial;
+      float sum = s_part[tk][0][r];
+#pragma unroll
+      for (int i = 1; i < kPartialSplit; ++i) sum += s_part[tk][i][r];
+      s_dot[tk][r] = sum;
+    }
+    __syncthreads();
+    // The epilogue (sigmoids, Sinkhorn): one lane per token, the block's tokens side by side.
+    if (tid < tokens) {
+      float pre[kN];
+      mixes_epilogue<kN>(p.epi, s_dot[tid], s_dot[tid][kRows], p.inv_k, t0 + tid, pre);
+      if (p.pre_source == PreSource::kComputed && !p.head_mean) {
+#pragma unroll
+        for (int j = 0; j < kN; ++j) s_pre[tid][j] = pre[j];
+      }
+    }
+  }
+  if (!p.has_collapse) return;
+  if (tid < tokens * kN && p.pre_source == PreSource::kCarried) {
+    s_pre[tid / kN][tid % kN] = p.pre_mix_in[(t0 + tid / kN) * p.pre_mix_in_stride + tid % kN];
+  }
+  __syncthreads();
+  for (int tk = 0; tk < tokens; ++tk) collapse_token(p, t0 + tk, s_pre[tk], reinterpret_cast<uint4*>(row_smem), scratch);
 }
 
 /// post alone: one thread per (token, 8 columns), all 4 streams.
@@ -765,7 +782,8 @@ void n4_run(const detail::Problem& p) {
       launch(mix_kernel, dim3(static_cast<unsigned>(blocks)), kThreadsA, kMixSmem, p, s);
     }
     const size_t row_bytes = s.has_collapse && s.rmsnorm_weight != nullptr ? static_cast<size_t>(p.H) * 2 : 0;
-    launch(collapse_kernel, dim3(static_cast<unsigned>(count)), kThreadsB, row_bytes, p, s);
+    const int64_t collapse_blocks = (count + kCollapseTokens - 1) / kCollapseTokens;
+    launch(collapse_kernel, dim3(static_cast<unsigned>(collapse_blocks)), kThreadsB, row_bytes, p, s);
   }
 }
 
