@@ -12,10 +12,9 @@
 //                            against fn split into three bf16 parts (hi + mid + lo), fp32
 //                            accumulate. Plus each token's sum of squares. Partials go to the
 //                            workspace [token][chunk][25].
-//   collapse_kernel (phase B) one block per 8 tokens: sums the partials over chunks in a fixed
-//                            order, runs the epilogue (sigmoids, Sinkhorn) on one lane per token,
-//                            then the collapse and the RMSNorm fold of each token in turn with
-//                            16-byte vectors.
+//   collapse_kernel (phase B) one block per token: sums the partials over chunks in a fixed
+//                            order, runs the epilogue (sigmoids, Sinkhorn) on one thread, then
+//                            the collapse and the RMSNorm fold with 16-byte vectors.
 // post alone uses post_kernel (16-byte vectors, one thread per 8 columns of all 4 streams).
 // Post and collapse sums: exact_sum_bf16x2 (common.cuh), the exact sum rounded once, two
 // adjacent columns certified together.
@@ -50,7 +49,6 @@ constexpr int kPartial = kRows + 1;   // 24 dots + sum of squares
 constexpr int kThreadsB = 256;
 constexpr int kMaxChunks = 16384 / kChunkCols;  // 128
 constexpr int kPartialSplit = 8;      // chunk groups the collapse sums in parallel
-constexpr int kCollapseTokens = 8;    // tokens per collapse block (the epilogue runs on a lane each)
 
 __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
@@ -222,8 +220,8 @@ struct N4Params {
 };
 
 // mix_kernel: one block per multiprocessor, warp-specialised.
-//   8 post warps (256 threads): two (token, 8-column vector) units of all 4 streams each per tile
-//     (token rows tt and tt + 16).
+//   16 post warps (512 threads): one (token, 8-column vector) unit of all 4 streams each per
+//     tile.
 //     They fill a ring of kStages tiles with cp.async, run the post stage, write the new
 //     residual to residual_out and back into the stage in place (it is then the mma A operand),
 //     and each token's sum of squares.
@@ -236,12 +234,12 @@ struct N4Params {
 // Work: the (chunk, tile) items in chunk-major order, split into equal contiguous ranges, one
 // per block, so every multiprocessor has the same share at any H; a block reloads B when its
 // range crosses into the next chunk.
-constexpr int kPostWarps = 8;
+constexpr int kPostWarps = 16;
 constexpr int kPostThreads = kPostWarps * 32;
 constexpr int kPostRows = kTile * (kChunkCols / 8) / kPostThreads;  // units per post thread (2)
 constexpr int kMmaWarps = kN;          // one per stream of the chunk
 constexpr int kMmaThreads = kMmaWarps * 32;
-constexpr int kThreadsA = kPostThreads + kMmaThreads;  // 384
+constexpr int kThreadsA = kPostThreads + kMmaThreads;  // 640
 constexpr int kMmaSteps = kChunkCols / 16;             // k16 steps per mma warp
 constexpr int kStages = 3;
 constexpr int kFull = 1, kEmpty = kFull + kStages, kMmaBar = kEmpty + kStages;  // named barriers
@@ -277,20 +275,21 @@ __device__ __forceinline__ void cp_async16_keep(void* smem, const void* gmem) {
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
-// The (chunk, tile) items of this block: [begin, begin + count) in chunk-major order.
+// The (chunk, tile) items of this block: [begin, begin + count) in chunk-major order (32-bit:
+// n4_run keeps tiles x chunks of a launch below 2^31).
 struct MixItems {
-  int64_t tiles, begin, count;
+  int tiles, begin, count;
   __device__ MixItems(int64_t T, int chunks) {
-    tiles = (T + kTile - 1) / kTile;
-    const int64_t items = tiles * chunks;
-    begin = items * blockIdx.x / gridDim.x;
-    count = items * (blockIdx.x + 1) / gridDim.x - begin;
+    tiles = static_cast<int>((T + kTile - 1) / kTile);
+    const int64_t items = static_cast<int64_t>(tiles) * chunks;
+    begin = static_cast<int>(items * blockIdx.x / gridDim.x);
+    count = static_cast<int>(items * (blockIdx.x + 1) / gridDim.x) - begin;
   }
-  __device__ int chunk(int64_t i) const { return static_cast<int>((begin + i) / tiles); }
-  __device__ int64_t tile(int64_t i) const { return (begin + i) % tiles; }
+  __device__ int chunk(int i) const { return (begin + i) / tiles; }
+  __device__ int64_t tile(int i) const { return (begin + i) % tiles; }
 };
 
-// Post thread (tt0, cv): token rows tt0 and tt0 + 16 of the tile, 8-column vector cv. It reads from a stage
+// Post thread (tt0, cv): token row tt0 of the tile (and tt0 + 16 .. with fewer post threads), 8-column vector cv. It reads from a stage
 // exactly the 16-byte vectors it copied there; a token's mixes are copied by its 16 lanes (one
 // warp half) and read after a __syncwarp.
 __device__ __forceinline__ void issue_tile(const N4Params& p, unsigned char* stage, int64_t tile, int chunk,
@@ -326,8 +325,8 @@ __device__ __forceinline__ void mix_post_role(const N4Params& p, unsigned char* 
     if (i < items.count) issue_tile(p, smem + i * kStageBytes, items.tile(i), items.chunk(i), tt0, cv, policy);
     cp_async_commit();
   }
-  for (int64_t i = 0; i < items.count; ++i) {
-    const int s = static_cast<int>(i % kStages);
+  for (int i = 0; i < items.count; ++i) {
+    const int s = i % kStages;
     const int chunk = items.chunk(i);
     unsigned char* stage = smem + s * kStageBytes;
     cp_async_wait<kStages - 2>();  // this thread's copies of item i have landed
@@ -382,9 +381,9 @@ __device__ __forceinline__ void mix_post_role(const N4Params& p, unsigned char* 
     }
     named_arrive(kFull + s, kThreadsA);  // stage s holds the tile's new residual
     // Refill the stage of item i - 1 with item i + 2 once the mma warps have read it.
-    const int64_t next = i + kStages - 1;
+    const int next = i + kStages - 1;
     if (next < items.count) {
-      if (i >= 1) named_sync(kEmpty + static_cast<int>((i - 1) % kStages), kThreadsA);
+      if (i >= 1) named_sync(kEmpty + (i - 1) % kStages, kThreadsA);
       issue_tile(p, smem + (next % kStages) * kStageBytes, items.tile(next), items.chunk(next), tt0, cv, policy);
     }
     cp_async_commit();
@@ -405,8 +404,8 @@ __device__ __forceinline__ void mix_mma_role(const N4Params& p, unsigned char* s
   const uint2* bs = reinterpret_cast<const uint2*>(smem + kStages * kStageBytes);
   float* red_base = reinterpret_cast<float*>(smem + kStages * kStageBytes + kFragBytes);
   int loaded = -1;
-  for (int64_t i = 0; i < items.count; ++i) {
-    const int s = static_cast<int>(i % kStages);
+  for (int i = 0; i < items.count; ++i) {
+    const int s = i % kStages;
     const int chunk = items.chunk(i);
     const int64_t tile = items.tile(i);
     if (chunk != loaded) {
@@ -420,35 +419,44 @@ __device__ __forceinline__ void mix_mma_role(const N4Params& p, unsigned char* s
     float* red = red_base + (i % 2) * kRedFloats;
     named_sync(kFull + s, kThreadsA);
     const uint32_t xs = static_cast<uint32_t>(__cvta_generic_to_shared(smem + s * kStageBytes));
+    // Per block of 8 rows (blk): both m16 tiles against the three parts of fn (n-tiles blk,
+    // 3 + blk, 6 + blk): 6 independent accumulators, few enough registers that the fragment
+    // loads of a k-step are issued together.
 #pragma unroll
-    for (int m = 0; m < kMTiles; ++m) {
-      float acc[kNTiles][4];
+    for (int blk = 0; blk < 3; ++blk) {
+      float acc[kMTiles][3][4];
 #pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+      for (int m = 0; m < kMTiles; ++m) {
+#pragma unroll
+        for (int pp = 0; pp < 3; ++pp) acc[m][pp][0] = acc[m][pp][1] = acc[m][pp][2] = acc[m][pp][3] = 0.0f;
+      }
 #pragma unroll
       for (int ks = 0; ks < kMmaSteps; ++ks) {
-        // A: rows m*16 + (lane % 16), k = mw*128 + ks*16 + (lane / 16)*8 (ldmatrix x4 gives the
-        // m16k16 fragment a0..a3).
-        const int row = m * 16 + (lane & 15);
-        const int k = mw * kChunkCols + ks * 16 + (lane >> 4) * 8;
-        uint32_t a0, a1, a2, a3;
-        ldmatrix_x4(xs + static_cast<uint32_t>((row * kXStride + k) * 2), a0, a1, a2, a3);
-        const uint2* b = bs + ((mw * kMmaSteps + ks) * kNTiles) * 32 + lane;
+        const uint2* b = bs + ((mw * kMmaSteps + ks) * kNTiles + blk) * 32 + lane;
+        uint2 bf[3];
 #pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt) {
-          const uint2 bf = b[nt * 32];
-          mma_bf16(acc[nt], a0, a1, a2, a3, bf.x, bf.y);
+        for (int pp = 0; pp < 3; ++pp) bf[pp] = b[pp * 3 * 32];
+#pragma unroll
+        for (int m = 0; m < kMTiles; ++m) {
+          // A: rows m*16 + (lane % 16), k = mw*128 + ks*16 + (lane / 16)*8 (ldmatrix x4 gives the
+          // m16k16 fragment a0..a3).
+          const int row = m * 16 + (lane & 15);
+          const int k = mw * kChunkCols + ks * 16 + (lane >> 4) * 8;
+          uint32_t a0, a1, a2, a3;
+          ldmatrix_x4(xs + static_cast<uint32_t>((row * kXStride + k) * 2), a0, a1, a2, a3);
+#pragma unroll
+          for (int pp = 0; pp < 3; ++pp) mma_bf16(acc[m][pp], a0, a1, a2, a3, bf[pp].x, bf[pp].y);
         }
       }
-      // The three parts of fn (n-tiles blk, 3 + blk, 6 + blk) summed in registers, hi + (mid + lo);
-      // red[warp][token][row] with row = blk * 8 + 2q (+1).
+      // The three parts summed in registers, hi + (mid + lo); red[warp][token][row] with
+      // row = blk * 8 + 2q (+1).
 #pragma unroll
-      for (int blk = 0; blk < 3; ++blk) {
+      for (int m = 0; m < kMTiles; ++m) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           float2 v;
-          v.x = acc[blk][2 * h] + (acc[3 + blk][2 * h] + acc[6 + blk][2 * h]);
-          v.y = acc[blk][2 * h + 1] + (acc[3 + blk][2 * h + 1] + acc[6 + blk][2 * h + 1]);
+          v.x = acc[m][0][2 * h] + (acc[m][1][2 * h] + acc[m][2][2 * h]);
+          v.y = acc[m][0][2 * h + 1] + (acc[m][1][2 * h + 1] + acc[m][2][2 * h + 1]);
           const int token = m * 16 + g + 8 * h;
           *reinterpret_cast<float2*>(&red[(mw * kTile + token) * kRows + blk * 8 + 2 * q]) = v;
         }
@@ -487,14 +495,65 @@ __global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
   }
 }
 
-// The collapse of token t by the whole block (and the RMSNorm fold): pre weights s_pre; row: the
-// collapsed row when folding (H bf16); scratch: block_sum's.
-__device__ __forceinline__ void collapse_token(const N4Params& p, int64_t t, const float* s_pre, uint4* row,
-                                               float* scratch) {
+// Five blocks per SM on Hopper (48 registers, the build measured on the H200); three elsewhere,
+// where ptxas would spill at that bound.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+#define MHC_COLLAPSE_MIN_BLOCKS 5
+#else
+#define MHC_COLLAPSE_MIN_BLOCKS 3
+#endif
+__global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_MIN_BLOCKS) collapse_kernel(const N4Params p) {
+  extern __shared__ __align__(16) unsigned char row_smem[];  // the collapsed row (RMSNorm fold)
+  __shared__ float scratch[kThreadsB / 32];
+  __shared__ float s_part[kPartialSplit][kPartial];
+  __shared__ float s_dot[kPartial];
+  __shared__ float s_pre[kN];
+  pdl_launch_dependents();
+  pdl_wait();  // the partials (and the streams) come from the kernels before this one
   const int tid = threadIdx.x;
+  const int64_t t = blockIdx.x;
+  if (p.has_mixes) {
+    // Sum of the partials over chunks in a fixed order, the same for every token: thread
+    // (part, r) adds chunks part, part + 8, ... in order (all its loads in flight at once),
+    // then thread r adds the 8 part sums in order.
+    if (tid < kPartialSplit * kPartial) {
+      const int part = tid / kPartial, r = tid % kPartial;
+      const float* src = p.partials + t * p.chunks * kPartial + r;
+      float v[kMaxChunks / kPartialSplit];
+#pragma unroll
+      for (int i = 0; i < kMaxChunks / kPartialSplit; ++i) {
+        const int c = part + i * kPartialSplit;
+        v[i] = c < p.chunks ? src[c * kPartial] : 0.0f;
+      }
+      float s = v[0];
+#pragma unroll
+      for (int i = 1; i < kMaxChunks / kPartialSplit; ++i) s += v[i];
+      s_part[part][r] = s;
+    }
+    __syncthreads();
+    if (tid < kPartial) {
+      float s = s_part[0][tid];
+#pragma unroll
+      for (int i = 1; i < kPartialSplit; ++i) s += s_part[i][tid];
+      s_dot[tid] = s;
+    }
+    __syncthreads();
+    if (tid == 0) {
+      float pre[kN];
+      mixes_epilogue<kN>(p.epi, s_dot, s_dot[kRows], p.inv_k, t, pre);
+      if (p.pre_source == PreSource::kComputed && !p.head_mean) {
+#pragma unroll
+        for (int j = 0; j < kN; ++j) s_pre[j] = pre[j];
+      }
+    }
+  }
+  if (!p.has_collapse) return;
+  if (tid < kN && p.pre_source == PreSource::kCarried) s_pre[tid] = p.pre_mix_in[t * p.pre_mix_in_stride + tid];
+  __syncthreads();
   const int64_t vecs = p.H / 8;
   const bf16_t* x = p.x + t * p.x_stride;
   bf16_t* dst = p.layer_input + t * p.layer_input_stride;
+  uint4* row = reinterpret_cast<uint4*>(row_smem);
   const bool fold = p.rmsnorm_weight != nullptr;
   const bool weighted = p.pre_source != PreSource::kIdentity && !p.head_mean;
   float pre[kN];
@@ -562,72 +621,6 @@ __device__ __forceinline__ void collapse_token(const N4Params& p, int64_t t, con
     for (int e = 0; e < 8; ++e) y[e] = f[e] * inv * w[e];
     st16(dst + v * 8, pack8(y));
   }
-}
-
-
-// Five blocks per SM on Hopper (48 registers, the build measured on the H200); three elsewhere,
-// where ptxas would spill at that bound.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
-#define MHC_COLLAPSE_MIN_BLOCKS 5
-#else
-#define MHC_COLLAPSE_MIN_BLOCKS 3
-#endif
-__global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_MIN_BLOCKS) collapse_kernel(const N4Params p) {
-  extern __shared__ __align__(16) unsigned char row_smem[];  // the collapsed row (RMSNorm fold)
-  __shared__ float scratch[kThreadsB / 32];
-  __shared__ float s_part[kCollapseTokens][kPartialSplit][kPartial];
-  __shared__ float s_dot[kCollapseTokens][kPartial];
-  __shared__ float s_pre[kCollapseTokens][kN];
-  pdl_launch_dependents();
-  pdl_wait();  // the partials (and the streams) come from the kernels before this one
-  const int tid = threadIdx.x;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kCollapseTokens;
-  const int tokens = p.T - t0 < kCollapseTokens ? static_cast<int>(p.T - t0) : kCollapseTokens;
-  if (p.has_mixes) {
-    // Sum of the partials over chunks in a fixed order, the same for every token: item
-    // (token, part, r) adds chunks part, part + 8, ... in order (all its loads in flight at
-    // once), then (token, r) adds the 8 part sums in order.
-    const int items = tokens * kPartialSplit * kPartial;
-#pragma unroll 2
-    for (int idx = tid; idx < items; idx += kThreadsB) {
-      const int tk = idx / (kPartialSplit * kPartial), part = idx / kPartial % kPartialSplit, r = idx % kPartial;
-      const float* src = p.partials + (t0 + tk) * p.chunks * kPartial + r;
-      float v[kMaxChunks / kPartialSplit];
-#pragma unroll
-      for (int i = 0; i < kMaxChunks / kPartialSplit; ++i) {
-        const int c = part + i * kPartialSplit;
-        v[i] = c < p.chunks ? src[c * kPartial] : 0.0f;
-      }
-      float sum = v[0];
-#pragma unroll
-      for (int i = 1; i < kMaxChunks / kPartialSplit; ++i) sum += v[i];
-      s_part[tk][part][r] = sum;
-    }
-    __syncthreads();
-    if (tid < tokens * kPartial) {
-      const int tk = tid / kPartial, r = tid % kPartial;
-      float sum = s_part[tk][0][r];
-#pragma unroll
-      for (int i = 1; i < kPartialSplit; ++i) sum += s_part[tk][i][r];
-      s_dot[tk][r] = sum;
-    }
-    __syncthreads();
-    // The epilogue (sigmoids, Sinkhorn): one lane per token, the block's tokens side by side.
-    if (tid < tokens) {
-      float pre[kN];
-      mixes_epilogue<kN>(p.epi, s_dot[tid], s_dot[tid][kRows], p.inv_k, t0 + tid, pre);
-      if (p.pre_source == PreSource::kComputed && !p.head_mean) {
-#pragma unroll
-        for (int j = 0; j < kN; ++j) s_pre[tid][j] = pre[j];
-      }
-    }
-  }
-  if (!p.has_collapse) return;
-  if (tid < tokens * kN && p.pre_source == PreSource::kCarried) {
-    s_pre[tid / kN][tid % kN] = p.pre_mix_in[(t0 + tid / kN) * p.pre_mix_in_stride + tid % kN];
-  }
-  __syncthreads();
-  for (int tk = 0; tk < tokens; ++tk) collapse_token(p, t0 + tk, s_pre[tk], reinterpret_cast<uint4*>(row_smem), scratch);
 }
 
 /// post alone: one thread per (token, 8 columns), all 4 streams.
@@ -778,12 +771,12 @@ void n4_run(const detail::Problem& p) {
     if (s.has_mixes) {
       // One block per multiprocessor, each with an equal range of the (chunk, tile) items.
       const int64_t items = (count + kTile - 1) / kTile * k.chunks;
+      MHC_CHECK(items < (int64_t{1} << 31), detail::op_name(p.op), ": too many tokens in one slice");
       const int64_t blocks = items < p.workspace->num_sms ? items : p.workspace->num_sms;
       launch(mix_kernel, dim3(static_cast<unsigned>(blocks)), kThreadsA, kMixSmem, p, s);
     }
     const size_t row_bytes = s.has_collapse && s.rmsnorm_weight != nullptr ? static_cast<size_t>(p.H) * 2 : 0;
-    const int64_t collapse_blocks = (count + kCollapseTokens - 1) / kCollapseTokens;
-    launch(collapse_kernel, dim3(static_cast<unsigned>(collapse_blocks)), kThreadsB, row_bytes, p, s);
+    launch(collapse_kernel, dim3(static_cast<unsigned>(count)), kThreadsB, row_bytes, p, s);
   }
 }
 
