@@ -293,7 +293,8 @@ struct MixItems {
 // exactly the 16-byte vectors it copied there; a token's mixes are copied by its 16 lanes (one
 // warp half) and read after a __syncwarp.
 __device__ __forceinline__ void issue_tile(const N4Params& p, unsigned char* stage, int64_t tile, int chunk,
-                                           int tt0, int cv, uint64_t policy) {
+                                           int tt0, int cv) {
+  const uint64_t policy = evict_first_policy();  // made here: not held in registers across the post stage
   const int streams = p.res_stream_stride == 0 ? 1 : kN;  // broadcast: one row, used n times
   const int64_t col0 = static_cast<int64_t>(chunk) * kChunkCols + cv * 8;
 #pragma unroll
@@ -318,11 +319,10 @@ __device__ __forceinline__ void issue_tile(const N4Params& p, unsigned char* sta
 __device__ __forceinline__ void mix_post_role(const N4Params& p, unsigned char* smem, const MixItems& items) {
   const int tid = threadIdx.x;
   const int tt0 = tid >> 4, cv = tid & 15;
-  const uint64_t policy = evict_first_policy();
   const bool bcast = p.res_stream_stride == 0;
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
-    if (i < items.count) issue_tile(p, smem + i * kStageBytes, items.tile(i), items.chunk(i), tt0, cv, policy);
+    if (i < items.count) issue_tile(p, smem + i * kStageBytes, items.tile(i), items.chunk(i), tt0, cv);
     cp_async_commit();
   }
   for (int i = 0; i < items.count; ++i) {
@@ -384,7 +384,7 @@ __device__ __forceinline__ void mix_post_role(const N4Params& p, unsigned char* 
     const int next = i + kStages - 1;
     if (next < items.count) {
       if (i >= 1) named_sync(kEmpty + (i - 1) % kStages, kThreadsA);
-      issue_tile(p, smem + (next % kStages) * kStageBytes, items.tile(next), items.chunk(next), tt0, cv, policy);
+      issue_tile(p, smem + (next % kStages) * kStageBytes, items.tile(next), items.chunk(next), tt0, cv);
     }
     cp_async_commit();
   }
