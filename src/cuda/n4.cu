@@ -228,9 +228,10 @@ struct N4Params {
 //   4 mma warps (128 threads): warp mw owns the 128 k's of stream mw of the chunk (8 k16 steps)
 //     for both m16 tiles; B fragments of the chunk in shared memory. Their partial dots go to
 //     red and are summed over the 4 warps in warp order.
-// Hand-over through named barriers: kFull + s (the post warps arrive once stage s holds the
-// tile's new residual; the mma warps wait) and kEmpty + s (the mma warps arrive once they have
-// read stage s; the post warps wait before refilling it). kMmaBar syncs the 4 mma warps.
+// Hand-over: one block barrier per item i, which the post warps reach when stage i % 3 holds item
+// i's new residual and the mma warps when they are done with item i - 1 (and its stage). The
+// post stage of i + 1 then overlaps the mma of i, and the stage of i - 1 is refilled with i + 2.
+// kMmaBar syncs the 4 mma warps among themselves.
 // Work: the (chunk, tile) items in chunk-major order, split into equal contiguous ranges, one
 // per block, so every multiprocessor has the same share at any H; a block reloads B when its
 // range crosses into the next chunk.
@@ -242,7 +243,7 @@ constexpr int kMmaThreads = kMmaWarps * 32;
 constexpr int kThreadsA = kPostThreads + kMmaThreads;  // 640
 constexpr int kMmaSteps = kChunkCols / 16;             // k16 steps per mma warp
 constexpr int kStages = 3;
-constexpr int kFull = 1, kEmpty = kFull + kStages, kMmaBar = kEmpty + kStages;  // named barriers
+constexpr int kMmaBar = 1;  // named barrier of the mma warps (0 is __syncthreads)
 // A stage: the streams [32 tokens][kXStride] (bf16, row = the 512 k's of the chunk, padded),
 // layer_output [32][16 vectors], mixes [32][20] (post[4], comb[16]).
 constexpr int kStageRes = kTile * kXStride * 2;            // 32.5 KB
@@ -259,9 +260,6 @@ static_assert(kPostRows * kPostThreads == kTile * (kChunkCols / 8), "post units"
 
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void named_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& a0, uint32_t& a1, uint32_t& a2, uint32_t& a3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -286,7 +284,7 @@ struct MixItems {
     count = static_cast<int>(items * (blockIdx.x + 1) / gridDim.x) - begin;
   }
   __device__ int chunk(int i) const { return (begin + i) / tiles; }
-  __device__ int64_t tile(int i) const { return (begin + i) % tiles; }
+  __device__ int64_t tile(int i) const { return begin + i - chunk(i) * tiles; }
 };
 
 // Post thread (tt0, cv): token row tt0 of the tile (and tt0 + 16 .. with fewer post threads), 8-column vector cv. It reads from a stage
@@ -379,11 +377,10 @@ __device__ __forceinline__ void mix_post_role(const N4Params& p, unsigned char* 
       for (int off = 8; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
       if (cv == 0 && valid) p.partials[(t * p.chunks + chunk) * kPartial + kRows] = sq;
     }
-    named_arrive(kFull + s, kThreadsA);  // stage s holds the tile's new residual
-    // Refill the stage of item i - 1 with item i + 2 once the mma warps have read it.
+    __syncthreads();  // item i is in stage s; the mma warps are done with item i - 1
+    // Refill the stage of item i - 1 with item i + 2.
     const int next = i + kStages - 1;
     if (next < items.count) {
-      if (i >= 1) named_sync(kEmpty + (i - 1) % kStages, kThreadsA);
       issue_tile(p, smem + (next % kStages) * kStageBytes, items.tile(next), items.chunk(next), tt0, cv);
     }
     cp_async_commit();
@@ -417,7 +414,7 @@ __device__ __forceinline__ void mix_mma_role(const N4Params& p, unsigned char* s
       loaded = chunk;
     }
     float* red = red_base + (i % 2) * kRedFloats;
-    named_sync(kFull + s, kThreadsA);
+    __syncthreads();  // the post warps have written item i into stage s
     const uint32_t xs = static_cast<uint32_t>(__cvta_generic_to_shared(smem + s * kStageBytes));
     // Per block of 8 rows (blk): both m16 tiles against the three parts of fn (n-tiles blk,
     // 3 + blk, 6 + blk): 6 independent accumulators, few enough registers that the fragment
@@ -462,7 +459,6 @@ __device__ __forceinline__ void mix_mma_role(const N4Params& p, unsigned char* s
         }
       }
     }
-    if (i + kStages < items.count) named_arrive(kEmpty + s, kThreadsA);  // stage s may be refilled
     named_sync(kMmaBar, kMmaThreads);
     // The tile's dots: the 4 warps' values in warp order. red[i % 2] is written again by item
     // i + 2, after the kMmaBar barrier of item i + 1, which every mma thread reaches after this.
