@@ -317,7 +317,8 @@ __device__ __forceinline__ void issue_tile(const N4Params& p, unsigned char* sta
 __device__ __forceinline__ void mix_post_role(const N4Params& p, unsigned char* smem, const MixItems& items) {
   const int tid = threadIdx.x;
   const int tt0 = tid >> 4, cv = tid & 15;
-  const bool bcast = p.res_stream_stride == 0;
+  // p.res_stream_stride == 0: a broadcast residual, one row for the 4 streams (tested where used:
+  // a hoisted flag cost ptxas a spill at the 96-register bound).
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
     if (i < items.count) issue_tile(p, smem + i * kStageBytes, items.tile(i), items.chunk(i), tt0, cv);
@@ -345,7 +346,7 @@ __device__ __forceinline__ void mix_post_role(const N4Params& p, unsigned char* 
       } else if (p.has_post) {
         uint4 r[kN];
 #pragma unroll
-        for (int j = 0; j < kN; ++j) r[j] = ld16(xrow + (bcast ? 0 : j * kChunkCols));
+        for (int j = 0; j < kN; ++j) r[j] = ld16(xrow + (p.res_stream_stride == 0 ? 0 : j * kChunkCols));
         const uint4 lo = reinterpret_cast<const uint4*>(stage + kStageRes)[tt * 16 + cv];
         const float* mix = reinterpret_cast<const float*>(stage + kStageRes + kStageLo) + tt * (kN + kN * kN);
         post8(post_weights(mix, mix + kN), r, lo, x);
@@ -353,8 +354,8 @@ __device__ __forceinline__ void mix_post_role(const N4Params& p, unsigned char* 
         for (int j = 0; j < kN; ++j) *reinterpret_cast<uint4*>(xrow + j * kChunkCols) = x[j];
       } else {
 #pragma unroll
-        for (int j = 0; j < kN; ++j) x[j] = ld16(xrow + (bcast ? 0 : j * kChunkCols));
-        if (bcast) {
+        for (int j = 0; j < kN; ++j) x[j] = ld16(xrow + (p.res_stream_stride == 0 ? 0 : j * kChunkCols));
+        if (p.res_stream_stride == 0) {
 #pragma unroll
           for (int j = 1; j < kN; ++j) *reinterpret_cast<uint4*>(xrow + j * kChunkCols) = x[j];
         }
