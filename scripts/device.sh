@@ -2,13 +2,16 @@
 # The one script for the GPU machine: builds mhc for sm_90a, then runs the steps named on the
 # command line, writing logs and JSON under $OUT (default /tmp/mhc-out).
 #
-#   bash scripts/device.sh [test] [run] [sanitize] [huge] [python] [bench]
+#   bash scripts/device.sh [quickbench] [test] [run] [sanitize] [huge] [python] [bench]
 #
 #   build     configure + build (always done first)
+#   quickbench mhc bench alone (no torch baseline), run before the other steps; arguments in
+#             MHC_QUICKBENCH_ARGS (default: every op in its folded mode, 3 H, T 1..16384, 70 s)
 #   test      the GPU suite (tests/test_gpu, one process), then the CPU suites
 #   run       mhc run --device cuda for every model preset (checked against the CPU backend)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck over subsets of the GPU suite
-#             (MHC_SANITIZE_FILTER, MHC_RACECHECK_FILTER: gtest filters; defaults below)
+#             (MHC_SANITIZE_FILTER, MHC_RACECHECK_FILTER: gtest filters; defaults below;
+#             MHC_SAN_TOOLS: the tools, in order, default "memcheck racecheck synccheck")
 #   huge      the 64-bit indexing test (T = 2^20, H = 7168; needs ~110 GB of GPU memory)
 #   bench     mhc bench (see bench/run_device.sh for the sweep)
 #   python    the Python package built with the CUDA backend (sm_90a), then pytest tests/python
@@ -46,6 +49,14 @@ cmake --build build-dev -j"$(nproc)" --target mhc_cli test_gpu test_reference te
   > "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -60; exit 1; }
 note "build ok in $(( $(date +%s) - t0 )) s"
 
+if [[ "$steps" == *" quickbench "* ]]; then
+  t0=$(date +%s)
+  # shellcheck disable=SC2086
+  timeout 120 ./build-dev/tools/mhc bench ${MHC_QUICKBENCH_ARGS:---ops post_pre,pre,post,head,pre_broadcast --modes normal_fold,shifted_fold,full,learned_fold --H 4096,5120,7168 --T 1,16,256,4096,8192,16384 --budget-s 70} \
+    --out "$OUT/mhc.jsonl" > "$OUT/mhc.log" 2>&1 || status=1
+  note "quickbench: $(tail -1 "$OUT/mhc.log") ($(( $(date +%s) - t0 )) s)"
+fi
+
 if [[ "$steps" == *" test "* ]]; then
   # The gtest binary directly (one process: ctest would start a CUDA context per test case).
   t0=$(date +%s)
@@ -72,7 +83,7 @@ if [[ "$steps" == *" run "* ]]; then
 fi
 
 if [[ "$steps" == *" sanitize "* ]]; then
-  for tool in memcheck racecheck synccheck; do
+  for tool in ${MHC_SAN_TOOLS:-memcheck racecheck synccheck}; do
     # Defaults: the subsets that fit a device lease (memcheck/synccheck ~35 s each, racecheck
     # ~50 s on the H200): graph capture/replay of every mode, the error paths, every n4 grid case
     # at H = 4096 and a generic case; racecheck over the n4 kernels with shared memory. Set the
