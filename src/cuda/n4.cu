@@ -228,10 +228,12 @@ struct N4Params {
 //   4 mma warps (128 threads): warp mw owns the 128 k's of stream mw of the chunk (8 k16 steps)
 //     for both m16 tiles; B fragments of the chunk in shared memory. Their partial dots go to
 //     red and are summed over the 4 warps in warp order.
-// Hand-over: one block barrier per item i, which the post warps reach when stage i % 3 holds item
-// i's new residual and the mma warps when they are done with item i - 1 (and its stage). The
-// post stage of i + 1 then overlaps the mma of i, and the stage of i - 1 is refilled with i + 2.
-// kMmaBar syncs the 4 mma warps among themselves.
+// Hand-over: one barrier of all 640 threads per item i (kItemBar), which the post warps reach when
+// stage i % 3 holds item i's new residual and the mma warps when they are done with item i - 1
+// (and its stage). The post stage of i + 1 then overlaps the mma of i, and the stage of i - 1 is
+// refilled with i + 2. The two roles reach it from different code, so it is a named barrier
+// with a thread count (bar.sync id, n), not __syncthreads (compute-sanitizer synccheck reports
+// __syncthreads reached from two call sites as divergent). kMmaBar syncs the 4 mma warps.
 // Work: the (chunk, tile) items in chunk-major order, split into equal contiguous ranges, one
 // per block, so every multiprocessor has the same share at any H; a block reloads B when its
 // range crosses into the next chunk.
@@ -243,7 +245,7 @@ constexpr int kMmaThreads = kMmaWarps * 32;
 constexpr int kThreadsA = kPostThreads + kMmaThreads;  // 640
 constexpr int kMmaSteps = kChunkCols / 16;             // k16 steps per mma warp
 constexpr int kStages = 3;
-constexpr int kMmaBar = 1;  // named barrier of the mma warps (0 is __syncthreads)
+constexpr int kItemBar = 1, kMmaBar = 2;  // named barriers (0 is __syncthreads)
 // A stage: the streams [32 tokens][kXStride] (bf16, row = the 512 k's of the chunk, padded),
 // layer_output [32][16 vectors], mixes [32][20] (post[4], comb[16]).
 constexpr int kStageRes = kTile * kXStride * 2;            // 32.5 KB
@@ -378,7 +380,7 @@ __device__ __forceinline__ void mix_post_role(const N4Params& p, unsigned char* 
       for (int off = 8; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
       if (cv == 0 && valid) p.partials[(t * p.chunks + chunk) * kPartial + kRows] = sq;
     }
-    __syncthreads();  // item i is in stage s; the mma warps are done with item i - 1
+    named_sync(kItemBar, kThreadsA);  // item i is in stage s; the mma warps are done with item i - 1
     // Refill the stage of item i - 1 with item i + 2.
     const int next = i + kStages - 1;
     if (next < items.count) {
@@ -415,7 +417,7 @@ __device__ __forceinline__ void mix_mma_role(const N4Params& p, unsigned char* s
       loaded = chunk;
     }
     float* red = red_base + (i % 2) * kRedFloats;
-    __syncthreads();  // the post warps have written item i into stage s
+    named_sync(kItemBar, kThreadsA);  // the post warps have written item i into stage s
     const uint32_t xs = static_cast<uint32_t>(__cvta_generic_to_shared(smem + s * kStageBytes));
     // Per block of 8 rows (blk): both m16 tiles against the three parts of fn (n-tiles blk,
     // 3 + blk, 6 + blk): 6 independent accumulators, few enough registers that the fragment
