@@ -221,8 +221,7 @@ struct N4Params {
 
 // mix_kernel: one block per multiprocessor, warp-specialised.
 //   16 post warps (512 threads): one (token, 8-column vector) unit of all 4 streams each per
-//     tile.
-//     They fill a ring of kStages tiles with cp.async, run the post stage, write the new
+//     tile. They fill a ring of kStages tiles with cp.async, run the post stage, write the new
 //     residual to residual_out and back into the stage in place (it is then the mma A operand),
 //     and each token's sum of squares.
 //   4 mma warps (128 threads): warp mw owns the 128 k's of stream mw of the chunk (8 k16 steps)
@@ -239,7 +238,7 @@ struct N4Params {
 // range crosses into the next chunk.
 constexpr int kPostWarps = 16;
 constexpr int kPostThreads = kPostWarps * 32;
-constexpr int kPostRows = kTile * (kChunkCols / 8) / kPostThreads;  // units per post thread (2)
+constexpr int kPostRows = kTile * (kChunkCols / 8) / kPostThreads;  // units per post thread (1)
 constexpr int kMmaWarps = kN;          // one per stream of the chunk
 constexpr int kMmaThreads = kMmaWarps * 32;
 constexpr int kThreadsA = kPostThreads + kMmaThreads;  // 640
