@@ -238,7 +238,6 @@ struct N4Params {
 // range crosses into the next chunk.
 constexpr int kPostWarps = 16;
 constexpr int kPostThreads = kPostWarps * 32;
-constexpr int kPostRows = kTile * (kChunkCols / 8) / kPostThreads;  // units per post thread (1)
 constexpr int kMmaWarps = kN;          // one per stream of the chunk
 constexpr int kMmaThreads = kMmaWarps * 32;
 constexpr int kThreadsA = kPostThreads + kMmaThreads;  // 640
@@ -257,7 +256,7 @@ constexpr int kRedFloats = kMmaWarps * kTile * kRows;      // [4 warps][32 token
 constexpr int kMixSmem = kStages * kStageBytes + kFragBytes + 2 * kRedFloats * 4;
 static_assert(kStageBytes % 16 == 0 && kFragBytes % 16 == 0, "smem layout");
 static_assert(kMixSmem <= 227 * 1024, "mix_kernel shared memory");
-static_assert(kPostRows * kPostThreads == kTile * (kChunkCols / 8), "post units");
+static_assert(kPostThreads == kTile * (kChunkCols / 8), "one post thread per (token, 8 columns)");
 
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -272,7 +271,6 @@ __device__ __forceinline__ void cp_async16_keep(void* smem, const void* gmem) {
   const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem) : "memory");
 }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
 // The (chunk, tile) items of this block: [begin, begin + count) in chunk-major order (32-bit:
 // n4_run keeps tiles x chunks of a launch below 2^31).
@@ -288,41 +286,37 @@ struct MixItems {
   __device__ int64_t tile(int i) const { return begin + i - chunk(i) * tiles; }
 };
 
-// Post thread (tt0, cv): token row tt0 of the tile (and tt0 + 16 .. with fewer post threads), 8-column vector cv. It reads from a stage
+// Post thread (tt, cv): token row tt of the tile, 8-column vector cv. It reads from a stage
 // exactly the 16-byte vectors it copied there; a token's mixes are copied by its 16 lanes (one
 // warp half) and read after a __syncwarp.
 __device__ __forceinline__ void issue_tile(const N4Params& p, unsigned char* stage, int64_t tile, int chunk,
-                                           int tt0, int cv) {
+                                           int tt, int cv) {
   const uint64_t policy = evict_first_policy();  // made here: not held in registers across the post stage
   const int streams = p.res_stream_stride == 0 ? 1 : kN;  // broadcast: one row, used n times
   const int64_t col0 = static_cast<int64_t>(chunk) * kChunkCols + cv * 8;
-#pragma unroll
-  for (int u = 0; u < kPostRows; ++u) {
-    const int tt = tt0 + u * (kTile / kPostRows);
-    const int64_t t = tile * kTile + tt;
-    const bool valid = t < p.T;
-    const int64_t tc = valid ? t : 0;  // an address inside the tensor for the zero-fill copies
-    bf16_t* res_s = reinterpret_cast<bf16_t*>(stage) + tt * kXStride + cv * 8;
-    const bf16_t* res = p.residual + tc * p.residual_stride + col0;
-    for (int j = 0; j < streams; ++j) cp_async16(res_s + j * kChunkCols, res + j * p.res_stream_stride, valid, policy);
-    if (p.has_post) {
-      uint4* lo_s = reinterpret_cast<uint4*>(stage + kStageRes);
-      cp_async16(&lo_s[tt * 16 + cv], p.layer_output + tc * p.layer_output_stride + col0, valid, policy);
-      float* mix_s = reinterpret_cast<float*>(stage + kStageRes + kStageLo) + tt * (kN + kN * kN);
-      if (cv < kN) cp_async4(mix_s + cv, p.post_mix + tc * p.post_mix_stride + cv, valid);
-      cp_async4(mix_s + kN + cv, p.comb_mix + tc * p.comb_mix_stride + cv, valid);
-    }
+  const int64_t t = tile * kTile + tt;
+  const bool valid = t < p.T;
+  const int64_t tc = valid ? t : 0;  // an address inside the tensor for the zero-fill copies
+  bf16_t* res_s = reinterpret_cast<bf16_t*>(stage) + tt * kXStride + cv * 8;
+  const bf16_t* res = p.residual + tc * p.residual_stride + col0;
+  for (int j = 0; j < streams; ++j) cp_async16(res_s + j * kChunkCols, res + j * p.res_stream_stride, valid, policy);
+  if (p.has_post) {
+    uint4* lo_s = reinterpret_cast<uint4*>(stage + kStageRes);
+    cp_async16(&lo_s[tt * 16 + cv], p.layer_output + tc * p.layer_output_stride + col0, valid, policy);
+    float* mix_s = reinterpret_cast<float*>(stage + kStageRes + kStageLo) + tt * (kN + kN * kN);
+    if (cv < kN) cp_async4(mix_s + cv, p.post_mix + tc * p.post_mix_stride + cv, valid);
+    cp_async4(mix_s + kN + cv, p.comb_mix + tc * p.comb_mix_stride + cv, valid);
   }
 }
 
 __device__ __forceinline__ void mix_post_role(const N4Params& p, unsigned char* smem, const MixItems& items) {
   const int tid = threadIdx.x;
-  const int tt0 = tid >> 4, cv = tid & 15;
+  const int tt = tid >> 4, cv = tid & 15;  // token row and 8-column vector (issue_tile)
   // p.res_stream_stride == 0: a broadcast residual, one row for the 4 streams (tested where used:
   // a hoisted flag cost ptxas a spill at the 96-register bound).
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
-    if (i < items.count) issue_tile(p, smem + i * kStageBytes, items.tile(i), items.chunk(i), tt0, cv);
+    if (i < items.count) issue_tile(p, smem + i * kStageBytes, items.tile(i), items.chunk(i), tt, cv);
     cp_async_commit();
   }
   for (int i = 0; i < items.count; ++i) {
@@ -330,60 +324,56 @@ __device__ __forceinline__ void mix_post_role(const N4Params& p, unsigned char* 
     const int chunk = items.chunk(i);
     unsigned char* stage = smem + s * kStageBytes;
     cp_async_wait<kStages - 2>();  // this thread's copies of item i have landed
-    __syncwarp();                  // and its tokens' mixes, copied by the other 15 lanes
+    __syncwarp();                  // and its token's mixes, copied by the other 15 lanes
+    const int64_t t = items.tile(i) * kTile + tt;
+    const bool valid = t < p.T;
+    bf16_t* xrow = reinterpret_cast<bf16_t*>(stage) + tt * kXStride + cv * 8;
+    uint4 x[kN];
+    if (p.has_post && !valid) {
+      // A padding row (zero-filled, left as is): its dots are never stored. Skipping post8
+      // here matters: its all-zero sums never certify in fp32 (-0 vs +0 ends) and would all
+      // take the double path.
 #pragma unroll
-    for (int u = 0; u < kPostRows; ++u) {
-      const int tt = tt0 + u * (kTile / kPostRows);
-      const int64_t t = items.tile(i) * kTile + tt;
-      const bool valid = t < p.T;
-      bf16_t* xrow = reinterpret_cast<bf16_t*>(stage) + tt * kXStride + cv * 8;
-      uint4 x[kN];
-      if (p.has_post && !valid) {
-        // A padding row (zero-filled, left as is): its dots are never stored. Skipping post8
-        // here matters: its all-zero sums never certify in fp32 (-0 vs +0 ends) and would all
-        // take the double path.
+      for (int j = 0; j < kN; ++j) x[j] = make_uint4(0, 0, 0, 0);
+    } else if (p.has_post) {
+      uint4 r[kN];
 #pragma unroll
-        for (int j = 0; j < kN; ++j) x[j] = make_uint4(0, 0, 0, 0);
-      } else if (p.has_post) {
-        uint4 r[kN];
+      for (int j = 0; j < kN; ++j) r[j] = ld16(xrow + (p.res_stream_stride == 0 ? 0 : j * kChunkCols));
+      const uint4 lo = reinterpret_cast<const uint4*>(stage + kStageRes)[tt * 16 + cv];
+      const float* mix = reinterpret_cast<const float*>(stage + kStageRes + kStageLo) + tt * (kN + kN * kN);
+      post8(post_weights(mix, mix + kN), r, lo, x);
 #pragma unroll
-        for (int j = 0; j < kN; ++j) r[j] = ld16(xrow + (p.res_stream_stride == 0 ? 0 : j * kChunkCols));
-        const uint4 lo = reinterpret_cast<const uint4*>(stage + kStageRes)[tt * 16 + cv];
-        const float* mix = reinterpret_cast<const float*>(stage + kStageRes + kStageLo) + tt * (kN + kN * kN);
-        post8(post_weights(mix, mix + kN), r, lo, x);
+      for (int j = 0; j < kN; ++j) *reinterpret_cast<uint4*>(xrow + j * kChunkCols) = x[j];
+    } else {
 #pragma unroll
-        for (int j = 0; j < kN; ++j) *reinterpret_cast<uint4*>(xrow + j * kChunkCols) = x[j];
-      } else {
+      for (int j = 0; j < kN; ++j) x[j] = ld16(xrow + (p.res_stream_stride == 0 ? 0 : j * kChunkCols));
+      if (p.res_stream_stride == 0) {
 #pragma unroll
-        for (int j = 0; j < kN; ++j) x[j] = ld16(xrow + (p.res_stream_stride == 0 ? 0 : j * kChunkCols));
-        if (p.res_stream_stride == 0) {
-#pragma unroll
-          for (int j = 1; j < kN; ++j) *reinterpret_cast<uint4*>(xrow + j * kChunkCols) = x[j];
-        }
+        for (int j = 1; j < kN; ++j) *reinterpret_cast<uint4*>(xrow + j * kChunkCols) = x[j];
       }
-      if (valid && p.residual_out != nullptr) {
-        bf16_t* out = p.residual_out + t * p.residual_out_stride + static_cast<int64_t>(chunk) * kChunkCols + cv * 8;
-#pragma unroll
-        for (int j = 0; j < kN; ++j) st16(out + j * p.H, x[j]);
-      }
-      float sq = 0.0f;
-#pragma unroll
-      for (int j = 0; j < kN; ++j) {
-        float f[8];
-        unpack8(x[j], f);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) sq = fmaf(f[e], f[e], sq);
-      }
-      // The token's 16 threads are 16 consecutive lanes: fixed-order butterfly.
-#pragma unroll
-      for (int off = 8; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
-      if (cv == 0 && valid) p.partials[(t * p.chunks + chunk) * kPartial + kRows] = sq;
     }
+    if (valid && p.residual_out != nullptr) {
+      bf16_t* out = p.residual_out + t * p.residual_out_stride + static_cast<int64_t>(chunk) * kChunkCols + cv * 8;
+#pragma unroll
+      for (int j = 0; j < kN; ++j) st16(out + j * p.H, x[j]);
+    }
+    float sq = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kN; ++j) {
+      float f[8];
+      unpack8(x[j], f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sq = fmaf(f[e], f[e], sq);
+    }
+    // The token's 16 threads are 16 consecutive lanes: fixed-order butterfly.
+#pragma unroll
+    for (int off = 8; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
+    if (cv == 0 && valid) p.partials[(t * p.chunks + chunk) * kPartial + kRows] = sq;
     named_sync(kItemBar, kThreadsA);  // item i is in stage s; the mma warps are done with item i - 1
     // Refill the stage of item i - 1 with item i + 2.
     const int next = i + kStages - 1;
     if (next < items.count) {
-      issue_tile(p, smem + (next % kStages) * kStageBytes, items.tile(next), items.chunk(next), tt0, cv);
+      issue_tile(p, smem + (next % kStages) * kStageBytes, items.tile(next), items.chunk(next), tt, cv);
     }
     cp_async_commit();
   }
@@ -411,7 +401,8 @@ __device__ __forceinline__ void mix_mma_role(const N4Params& p, unsigned char* s
       // This chunk's B fragments (the first chunk's were requested before pdl_wait). The
       // previous chunk's were last read before the kMmaBar barrier of the previous item.
       if (i > 0) load_fragments(p, smem, chunk, tid);
-      cp_async_wait_all();
+      cp_async_commit();
+      cp_async_wait<0>();
       named_sync(kMmaBar, kMmaThreads);
       loaded = chunk;
     }
