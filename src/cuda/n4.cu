@@ -227,12 +227,10 @@ struct N4Params {
 //   4 mma warps (128 threads): warp mw owns the 128 k's of stream mw of the chunk (8 k16 steps)
 //     for both m16 tiles; B fragments of the chunk in shared memory. Their partial dots go to
 //     red and are summed over the 4 warps in warp order.
-// Hand-over: one barrier of all 640 threads per item i (kItemBar), which the post warps reach when
-// stage i % 3 holds item i's new residual and the mma warps when they are done with item i - 1
-// (and its stage). The post stage of i + 1 then overlaps the mma of i, and the stage of i - 1 is
-// refilled with i + 2. The two roles reach it from different code, so it is a named barrier
-// with a thread count (bar.sync id, n), not __syncthreads (compute-sanitizer synccheck reports
-// __syncthreads reached from two call sites as divergent). kMmaBar syncs the 4 mma warps.
+// Hand-over: one barrier of all 640 threads per item i (item_hand_over), which the post warps
+// reach when stage i % 3 holds item i's new residual and the mma warps when they are done with
+// item i - 1 (and its stage). The post stage of i + 1 then overlaps the mma of i, and the stage
+// of i - 1 is refilled with i + 2. kMmaBar syncs the 4 mma warps.
 // Work: the (chunk, tile) items in chunk-major order, split into equal contiguous ranges, one
 // per block, so every multiprocessor has the same share at any H; a block reloads B when its
 // range crosses into the next chunk.
@@ -243,7 +241,7 @@ constexpr int kMmaThreads = kMmaWarps * 32;
 constexpr int kThreadsA = kPostThreads + kMmaThreads;  // 640
 constexpr int kMmaSteps = kChunkCols / 16;             // k16 steps per mma warp
 constexpr int kStages = 3;
-constexpr int kItemBar = 1, kMmaBar = 2;  // named barriers (0 is __syncthreads)
+constexpr int kMmaBar = 1;  // the mma warps' named barrier (0 is __syncthreads)
 // A stage: the streams [32 tokens][kXStride] (bf16, row = the 512 k's of the chunk, padded),
 // layer_output [32][16 vectors], mixes [32][20] (post[4], comb[16]).
 constexpr int kStageRes = kTile * kXStride * 2;            // 32.5 KB
@@ -261,6 +259,10 @@ static_assert(kPostThreads == kTile * (kChunkCols / 8), "one post thread per (to
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// The item hand-over of the two roles: one barrier instruction that both roles' code calls (not
+// inlined: compute-sanitizer synccheck reports a block-wide barrier that warps reach at two
+// instructions as divergent, __syncthreads and bar.sync 1, 640 alike; H200, sessions 4 and 5).
+__device__ __noinline__ void item_hand_over() { __syncthreads(); }
 __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& a0, uint32_t& a1, uint32_t& a2, uint32_t& a3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3)
@@ -369,7 +371,7 @@ __device__ __forceinline__ void mix_post_role(const N4Params& p, unsigned char* 
 #pragma unroll
     for (int off = 8; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
     if (cv == 0 && valid) p.partials[(t * p.chunks + chunk) * kPartial + kRows] = sq;
-    named_sync(kItemBar, kThreadsA);  // item i is in stage s; the mma warps are done with item i - 1
+    item_hand_over();  // item i is in stage s; the mma warps are done with item i - 1
     // Refill the stage of item i - 1 with item i + 2.
     const int next = i + kStages - 1;
     if (next < items.count) {
@@ -407,7 +409,7 @@ __device__ __forceinline__ void mix_mma_role(const N4Params& p, unsigned char* s
       loaded = chunk;
     }
     float* red = red_base + (i % 2) * kRedFloats;
-    named_sync(kItemBar, kThreadsA);  // the post warps have written item i into stage s
+    item_hand_over();  // the post warps have written item i into stage s
     const uint32_t xs = static_cast<uint32_t>(__cvta_generic_to_shared(smem + s * kStageBytes));
     // Per block of 8 rows (blk): both m16 tiles against the three parts of fn (n-tiles blk,
     // 3 + blk, 6 + blk): 6 independent accumulators, few enough registers that the fragment
