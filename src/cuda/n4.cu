@@ -499,27 +499,10 @@ __global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_MIN_BLOCKS) collapse_k
   __shared__ float s_part[kPartialSplit][kPartial];
   __shared__ float s_dot[kPartial];
   __shared__ float s_pre[kN];
-  // This thread's first 8-column vector of each stream and of the RMSNorm weight, copied early
-  // (weighted collapse): the weight (a constant) before pdl_wait, the streams (written or read by
-  // the kernel before) right after it, so that they land while the partials are summed and the
-  // epilogue runs, instead of after. Read back by this thread only.
-  __shared__ uint4 s_first[kN + 1][kThreadsB];
   pdl_launch_dependents();
+  pdl_wait();  // the partials (and the streams) come from the kernels before this one
   const int tid = threadIdx.x;
   const int64_t t = blockIdx.x;
-  const int64_t vecs = p.H / 8;
-  const bool fold = p.rmsnorm_weight != nullptr;
-  const bool weighted = p.pre_source != PreSource::kIdentity && !p.head_mean;
-  const bool early = p.has_collapse && weighted && tid < vecs;
-  const bf16_t* x = p.x + t * p.x_stride;
-  if (p.has_collapse && fold && tid < vecs) cp_async16_keep(&s_first[kN][tid], p.rmsnorm_weight + tid * 8);
-  pdl_wait();  // the partials (and the streams) come from the kernels before this one
-  if (early) {
-    const uint64_t policy = evict_first_policy();  // the streams' last read
-    const int streams = p.x_stream_stride == 0 ? 1 : kN;  // broadcast: one row
-    for (int j = 0; j < streams; ++j) cp_async16(&s_first[j][tid], x + j * p.x_stream_stride + tid * 8, true, policy);
-  }
-  cp_async_commit();
   if (p.has_mixes) {
     // Sum of the partials over chunks in a fixed order, the same for every token: thread
     // (part, r) adds chunks part, part + 8, ... in order (all its loads in flight at once),
@@ -558,8 +541,12 @@ __global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_MIN_BLOCKS) collapse_k
   if (!p.has_collapse) return;
   if (tid < kN && p.pre_source == PreSource::kCarried) s_pre[tid] = p.pre_mix_in[t * p.pre_mix_in_stride + tid];
   __syncthreads();
+  const int64_t vecs = p.H / 8;
+  const bf16_t* x = p.x + t * p.x_stride;
   bf16_t* dst = p.layer_input + t * p.layer_input_stride;
   uint4* row = reinterpret_cast<uint4*>(row_smem);
+  const bool fold = p.rmsnorm_weight != nullptr;
+  const bool weighted = p.pre_source != PreSource::kIdentity && !p.head_mean;
   float pre[kN];
 #pragma unroll
   for (int j = 0; j < kN; ++j) pre[j] = weighted ? s_pre[j] : 0.0f;
@@ -573,14 +560,8 @@ __global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_MIN_BLOCKS) collapse_k
       // Each output rounded once from the exact sum, adjacent columns certified together
       // (exact_sum_bf16x2); the streams are read for the last time here (streaming loads).
       uint4 r[kN];
-      if (v == tid) {
-        cp_async_wait<0>();  // the early copies (this thread's)
 #pragma unroll
-        for (int j = 0; j < kN; ++j) r[j] = s_first[p.x_stream_stride == 0 ? 0 : j][tid];
-      } else {
-#pragma unroll
-        for (int j = 0; j < kN; ++j) r[j] = ldcs16(x + j * p.x_stream_stride + v * 8);
-      }
+      for (int j = 0; j < kN; ++j) r[j] = ldcs16(x + j * p.x_stream_stride + v * 8);
       uint32_t w[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -621,13 +602,12 @@ __global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_MIN_BLOCKS) collapse_k
     }
   }
   if (!fold) return;
-  cp_async_wait<0>();  // the early copy of the weight (every collapse mode)
   block_sum(sq, scratch);
   const float inv = 1.0f / sqrtf(sq[0] / static_cast<float>(p.H) + p.rmsnorm_eps);
   for (int64_t v = tid; v < vecs; v += kThreadsB) {
     float f[8], w[8], y[8];
     unpack8(row[v], f);
-    unpack8(v == tid ? s_first[kN][tid] : ld16(p.rmsnorm_weight + v * 8), w);
+    unpack8(ld16(p.rmsnorm_weight + v * 8), w);
 #pragma unroll
     for (int e = 0; e < 8; ++e) y[e] = f[e] * inv * w[e];
     st16(dst + v * 8, pack8(y));
@@ -795,9 +775,6 @@ bool n4_configure_device() {
   int device = 0, optin = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&device));
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  // The collapse's RMSNorm row (2H bytes, H <= 16384) on top of its static shared memory can pass
-  // the 48 KB default.
-  MHC_CUDA_CHECK(cudaFuncSetAttribute(collapse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 2 * 16384));
   if (optin < kMixSmem) return false;
   MHC_CUDA_CHECK(cudaFuncSetAttribute(mix_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMixSmem));
   return true;
