@@ -227,10 +227,14 @@ struct N4Params {
 //   4 mma warps (128 threads): warp mw owns the 128 k's of stream mw of the chunk (8 k16 steps)
 //     for both m16 tiles; B fragments of the chunk in shared memory. Their partial dots go to
 //     red and are summed over the 4 warps in warp order.
-// Hand-over: one barrier of all 640 threads per item i (item_hand_over), which the post warps
-// reach when stage i % 3 holds item i's new residual and the mma warps when they are done with
-// item i - 1 (and its stage). The post stage of i + 1 then overlaps the mma of i, and the stage
-// of i - 1 is refilled with i + 2. kMmaBar syncs the 4 mma warps.
+// Hand-over: one __syncthreads per item i, which the post warps reach when stage i % 3 holds
+// item i's new residual and the mma warps when they are done with item i - 1 (and its stage).
+// The post stage of i + 1 then overlaps the mma of i, and the stage of i - 1 is refilled with
+// i + 2. Both roles run one item loop (mix_kernel) with the barrier outside the role branches,
+// each role's work being a function called before and one after it: compute-sanitizer
+// synccheck reports a block-wide barrier reached inside role branches as divergent (H200:
+// two __syncthreads sites, bar.sync 1, 640 at two sites, one non-inlined __syncthreads called
+// from both roles). kMmaBar syncs the 4 mma warps.
 // Work: the (chunk, tile) items in chunk-major order, split into equal contiguous ranges, one
 // per block, so every multiprocessor has the same share at any H; a block reloads B when its
 // range crosses into the next chunk.
@@ -259,10 +263,13 @@ static_assert(kPostThreads == kTile * (kChunkCols / 8), "one post thread per (to
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
-// The item hand-over of the two roles: one barrier instruction that both roles' code calls (not
-// inlined: compute-sanitizer synccheck reports a block-wide barrier that warps reach at two
-// instructions as divergent, __syncthreads and bar.sync 1, 640 alike; H200, sessions 4 and 5).
-__device__ __noinline__ void item_hand_over() { __syncthreads(); }
+// threadIdx.x read where it is used (volatile: not hoisted out of mix_kernel's item loop, so the
+// two roles' per-thread constants are not all live across the loop at once).
+__device__ __forceinline__ int thread_index() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(t));
+  return t;
+}
 __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& a0, uint32_t& a1, uint32_t& a2, uint32_t& a3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3)
@@ -311,74 +318,84 @@ __device__ __forceinline__ void issue_tile(const N4Params& p, unsigned char* sta
   }
 }
 
-__device__ __forceinline__ void mix_post_role(const N4Params& p, unsigned char* smem, const MixItems& items) {
-  const int tid = threadIdx.x;
-  const int tt = tid >> 4, cv = tid & 15;  // token row and 8-column vector (issue_tile)
-  // p.res_stream_stride == 0: a broadcast residual, one row for the 4 streams (tested where used:
-  // a hoisted flag cost ptxas a spill at the 96-register bound).
+// The post warps' first kStages - 1 items into the ring.
+__device__ __forceinline__ void mix_post_prologue(const N4Params& p, unsigned char* smem, const MixItems& items) {
+  const int tid = thread_index();
+  const int tt = tid >> 4, cv = tid & 15;
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
     if (i < items.count) issue_tile(p, smem + i * kStageBytes, items.tile(i), items.chunk(i), tt, cv);
     cp_async_commit();
   }
-  for (int i = 0; i < items.count; ++i) {
-    const int s = i % kStages;
-    const int chunk = items.chunk(i);
-    unsigned char* stage = smem + s * kStageBytes;
-    cp_async_wait<kStages - 2>();  // this thread's copies of item i have landed
-    __syncwarp();                  // and its token's mixes, copied by the other 15 lanes
-    const int64_t t = items.tile(i) * kTile + tt;
-    const bool valid = t < p.T;
-    bf16_t* xrow = reinterpret_cast<bf16_t*>(stage) + tt * kXStride + cv * 8;
-    uint4 x[kN];
-    if (p.has_post && !valid) {
-      // A padding row (zero-filled, left as is): its dots are never stored. Skipping post8
-      // here matters: its all-zero sums never certify in fp32 (-0 vs +0 ends) and would all
-      // take the double path.
+}
+
+// A post thread's part of item i before the hand-over: the post stage in place in stage i % 3,
+// residual_out, and the token's sum of squares.
+__device__ __forceinline__ void mix_post_item(const N4Params& p, unsigned char* smem, const MixItems& items, int i) {
+  const int tid = thread_index();
+  const int tt = tid >> 4, cv = tid & 15;  // token row and 8-column vector (issue_tile)
+  // p.res_stream_stride == 0: a broadcast residual, one row for the 4 streams (tested where used:
+  // a hoisted flag cost ptxas a spill at the 96-register bound).
+  const int s = i % kStages;
+  const int chunk = items.chunk(i);
+  unsigned char* stage = smem + s * kStageBytes;
+  cp_async_wait<kStages - 2>();  // this thread's copies of item i have landed
+  __syncwarp();                  // and its token's mixes, copied by the other 15 lanes
+  const int64_t t = items.tile(i) * kTile + tt;
+  const bool valid = t < p.T;
+  bf16_t* xrow = reinterpret_cast<bf16_t*>(stage) + tt * kXStride + cv * 8;
+  uint4 x[kN];
+  if (p.has_post && !valid) {
+    // A padding row (zero-filled, left as is): its dots are never stored. Skipping post8
+    // here matters: its all-zero sums never certify in fp32 (-0 vs +0 ends) and would all
+    // take the double path.
 #pragma unroll
-      for (int j = 0; j < kN; ++j) x[j] = make_uint4(0, 0, 0, 0);
-    } else if (p.has_post) {
-      uint4 r[kN];
+    for (int j = 0; j < kN; ++j) x[j] = make_uint4(0, 0, 0, 0);
+  } else if (p.has_post) {
+    uint4 r[kN];
 #pragma unroll
-      for (int j = 0; j < kN; ++j) r[j] = ld16(xrow + (p.res_stream_stride == 0 ? 0 : j * kChunkCols));
-      const uint4 lo = reinterpret_cast<const uint4*>(stage + kStageRes)[tt * 16 + cv];
-      const float* mix = reinterpret_cast<const float*>(stage + kStageRes + kStageLo) + tt * (kN + kN * kN);
-      post8(post_weights(mix, mix + kN), r, lo, x);
+    for (int j = 0; j < kN; ++j) r[j] = ld16(xrow + (p.res_stream_stride == 0 ? 0 : j * kChunkCols));
+    const uint4 lo = reinterpret_cast<const uint4*>(stage + kStageRes)[tt * 16 + cv];
+    const float* mix = reinterpret_cast<const float*>(stage + kStageRes + kStageLo) + tt * (kN + kN * kN);
+    post8(post_weights(mix, mix + kN), r, lo, x);
 #pragma unroll
-      for (int j = 0; j < kN; ++j) *reinterpret_cast<uint4*>(xrow + j * kChunkCols) = x[j];
-    } else {
+    for (int j = 0; j < kN; ++j) *reinterpret_cast<uint4*>(xrow + j * kChunkCols) = x[j];
+  } else {
 #pragma unroll
-      for (int j = 0; j < kN; ++j) x[j] = ld16(xrow + (p.res_stream_stride == 0 ? 0 : j * kChunkCols));
-      if (p.res_stream_stride == 0) {
+    for (int j = 0; j < kN; ++j) x[j] = ld16(xrow + (p.res_stream_stride == 0 ? 0 : j * kChunkCols));
+    if (p.res_stream_stride == 0) {
 #pragma unroll
-        for (int j = 1; j < kN; ++j) *reinterpret_cast<uint4*>(xrow + j * kChunkCols) = x[j];
-      }
+      for (int j = 1; j < kN; ++j) *reinterpret_cast<uint4*>(xrow + j * kChunkCols) = x[j];
     }
-    if (valid && p.residual_out != nullptr) {
-      bf16_t* out = p.residual_out + t * p.residual_out_stride + static_cast<int64_t>(chunk) * kChunkCols + cv * 8;
-#pragma unroll
-      for (int j = 0; j < kN; ++j) st16(out + j * p.H, x[j]);
-    }
-    float sq = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kN; ++j) {
-      float f[8];
-      unpack8(x[j], f);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) sq = fmaf(f[e], f[e], sq);
-    }
-    // The token's 16 threads are 16 consecutive lanes: fixed-order butterfly.
-#pragma unroll
-    for (int off = 8; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
-    if (cv == 0 && valid) p.partials[(t * p.chunks + chunk) * kPartial + kRows] = sq;
-    item_hand_over();  // item i is in stage s; the mma warps are done with item i - 1
-    // Refill the stage of item i - 1 with item i + 2.
-    const int next = i + kStages - 1;
-    if (next < items.count) {
-      issue_tile(p, smem + (next % kStages) * kStageBytes, items.tile(next), items.chunk(next), tt, cv);
-    }
-    cp_async_commit();
   }
+  if (valid && p.residual_out != nullptr) {
+    bf16_t* out = p.residual_out + t * p.residual_out_stride + static_cast<int64_t>(chunk) * kChunkCols + cv * 8;
+#pragma unroll
+    for (int j = 0; j < kN; ++j) st16(out + j * p.H, x[j]);
+  }
+  float sq = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kN; ++j) {
+    float f[8];
+    unpack8(x[j], f);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) sq = fmaf(f[e], f[e], sq);
+  }
+  // The token's 16 threads are 16 consecutive lanes: fixed-order butterfly.
+#pragma unroll
+  for (int off = 8; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
+  if (cv == 0 && valid) p.partials[(t * p.chunks + chunk) * kPartial + kRows] = sq;
+}
+
+// After the hand-over of item i: the stage of item i - 1 is refilled with item i + 2.
+__device__ __forceinline__ void mix_post_refill(const N4Params& p, unsigned char* smem, const MixItems& items, int i) {
+  const int tid = thread_index();
+  const int tt = tid >> 4, cv = tid & 15;
+  const int next = i + kStages - 1;
+  if (next < items.count) {
+    issue_tile(p, smem + (next % kStages) * kStageBytes, items.tile(next), items.chunk(next), tt, cv);
+  }
+  cp_async_commit();
 }
 
 // The chunk's B fragments ([mw][ks][nt][lane] uint2, 72 KB) into shared memory, by the mma warps.
@@ -388,85 +405,87 @@ __device__ __forceinline__ void load_fragments(const N4Params& p, unsigned char*
   for (int v = tid; v < kFragBytes / 16; v += kMmaThreads) cp_async16_keep(dst + v, src + v);
 }
 
-__device__ __forceinline__ void mix_mma_role(const N4Params& p, unsigned char* smem, const MixItems& items) {
-  const int tid = threadIdx.x - kPostThreads;  // 0..127
+// The mma warps before the hand-over of item i: where item i starts a chunk, its B fragments
+// (the first chunk's were requested before pdl_wait; the previous chunk's were last read before
+// the kMmaBar barrier of the previous item).
+__device__ __forceinline__ void mix_mma_prepare(const N4Params& p, unsigned char* smem, const MixItems& items, int i,
+                                                int& loaded) {
+  const int chunk = items.chunk(i);
+  if (chunk != loaded) {
+    if (i > 0) load_fragments(p, smem, chunk, thread_index() - kPostThreads);
+    cp_async_commit();
+    cp_async_wait<0>();
+    named_sync(kMmaBar, kMmaThreads);
+    loaded = chunk;
+  }
+}
+
+// The mma warps' part of item i after the hand-over: the tile's 24 dots of every token.
+__device__ __forceinline__ void mix_mma_item(const N4Params& p, unsigned char* smem, const MixItems& items, int i) {
+  const int tid = thread_index() - kPostThreads;  // 0..127
   const int lane = tid & 31, mw = tid >> 5;
   const int g = lane >> 2, q = lane & 3;
   const uint2* bs = reinterpret_cast<const uint2*>(smem + kStages * kStageBytes);
-  float* red_base = reinterpret_cast<float*>(smem + kStages * kStageBytes + kFragBytes);
-  int loaded = -1;
-  for (int i = 0; i < items.count; ++i) {
-    const int s = i % kStages;
-    const int chunk = items.chunk(i);
-    const int64_t tile = items.tile(i);
-    if (chunk != loaded) {
-      // This chunk's B fragments (the first chunk's were requested before pdl_wait). The
-      // previous chunk's were last read before the kMmaBar barrier of the previous item.
-      if (i > 0) load_fragments(p, smem, chunk, tid);
-      cp_async_commit();
-      cp_async_wait<0>();
-      named_sync(kMmaBar, kMmaThreads);
-      loaded = chunk;
-    }
-    float* red = red_base + (i % 2) * kRedFloats;
-    item_hand_over();  // the post warps have written item i into stage s
-    const uint32_t xs = static_cast<uint32_t>(__cvta_generic_to_shared(smem + s * kStageBytes));
-    // Per block of 8 rows (blk): both m16 tiles against the three parts of fn (n-tiles blk,
-    // 3 + blk, 6 + blk): 6 independent accumulators, few enough registers that the fragment
-    // loads of a k-step are issued together.
+  float* red = reinterpret_cast<float*>(smem + kStages * kStageBytes + kFragBytes) + (i % 2) * kRedFloats;
+  const int s = i % kStages;
+  const int chunk = items.chunk(i);
+  const int64_t tile = items.tile(i);
+  const uint32_t xs = static_cast<uint32_t>(__cvta_generic_to_shared(smem + s * kStageBytes));
+  // Per block of 8 rows (blk): both m16 tiles against the three parts of fn (n-tiles blk,
+  // 3 + blk, 6 + blk): 6 independent accumulators, few enough registers that the fragment
+  // loads of a k-step are issued together.
 #pragma unroll
-    for (int blk = 0; blk < 3; ++blk) {
-      float acc[kMTiles][3][4];
+  for (int blk = 0; blk < 3; ++blk) {
+    float acc[kMTiles][3][4];
+#pragma unroll
+    for (int m = 0; m < kMTiles; ++m) {
+#pragma unroll
+      for (int pp = 0; pp < 3; ++pp) acc[m][pp][0] = acc[m][pp][1] = acc[m][pp][2] = acc[m][pp][3] = 0.0f;
+    }
+#pragma unroll
+    for (int ks = 0; ks < kMmaSteps; ++ks) {
+      const uint2* b = bs + ((mw * kMmaSteps + ks) * kNTiles + blk) * 32 + lane;
+      uint2 bf[3];
+#pragma unroll
+      for (int pp = 0; pp < 3; ++pp) bf[pp] = b[pp * 3 * 32];
 #pragma unroll
       for (int m = 0; m < kMTiles; ++m) {
+        // A: rows m*16 + (lane % 16), k = mw*128 + ks*16 + (lane / 16)*8 (ldmatrix x4 gives the
+        // m16k16 fragment a0..a3).
+        const int row = m * 16 + (lane & 15);
+        const int k = mw * kChunkCols + ks * 16 + (lane >> 4) * 8;
+        uint32_t a0, a1, a2, a3;
+        ldmatrix_x4(xs + static_cast<uint32_t>((row * kXStride + k) * 2), a0, a1, a2, a3);
 #pragma unroll
-        for (int pp = 0; pp < 3; ++pp) acc[m][pp][0] = acc[m][pp][1] = acc[m][pp][2] = acc[m][pp][3] = 0.0f;
-      }
-#pragma unroll
-      for (int ks = 0; ks < kMmaSteps; ++ks) {
-        const uint2* b = bs + ((mw * kMmaSteps + ks) * kNTiles + blk) * 32 + lane;
-        uint2 bf[3];
-#pragma unroll
-        for (int pp = 0; pp < 3; ++pp) bf[pp] = b[pp * 3 * 32];
-#pragma unroll
-        for (int m = 0; m < kMTiles; ++m) {
-          // A: rows m*16 + (lane % 16), k = mw*128 + ks*16 + (lane / 16)*8 (ldmatrix x4 gives the
-          // m16k16 fragment a0..a3).
-          const int row = m * 16 + (lane & 15);
-          const int k = mw * kChunkCols + ks * 16 + (lane >> 4) * 8;
-          uint32_t a0, a1, a2, a3;
-          ldmatrix_x4(xs + static_cast<uint32_t>((row * kXStride + k) * 2), a0, a1, a2, a3);
-#pragma unroll
-          for (int pp = 0; pp < 3; ++pp) mma_bf16(acc[m][pp], a0, a1, a2, a3, bf[pp].x, bf[pp].y);
-        }
-      }
-      // The three parts summed in registers, hi + (mid + lo); red[warp][token][row] with
-      // row = blk * 8 + 2q (+1).
-#pragma unroll
-      for (int m = 0; m < kMTiles; ++m) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float2 v;
-          v.x = acc[m][0][2 * h] + (acc[m][1][2 * h] + acc[m][2][2 * h]);
-          v.y = acc[m][0][2 * h + 1] + (acc[m][1][2 * h + 1] + acc[m][2][2 * h + 1]);
-          const int token = m * 16 + g + 8 * h;
-          *reinterpret_cast<float2*>(&red[(mw * kTile + token) * kRows + blk * 8 + 2 * q]) = v;
-        }
+        for (int pp = 0; pp < 3; ++pp) mma_bf16(acc[m][pp], a0, a1, a2, a3, bf[pp].x, bf[pp].y);
       }
     }
-    named_sync(kMmaBar, kMmaThreads);
-    // The tile's dots: the 4 warps' values in warp order. red[i % 2] is written again by item
-    // i + 2, after the kMmaBar barrier of item i + 1, which every mma thread reaches after this.
+    // The three parts summed in registers, hi + (mid + lo); red[warp][token][row] with
+    // row = blk * 8 + 2q (+1).
 #pragma unroll
-    for (int k = 0; k < kTile * kRows / kMmaThreads; ++k) {
-      const int idx = tid + k * kMmaThreads;
-      const int token = idx / kRows, r = idx % kRows;
-      const int64_t tok = tile * kTile + token;
-      float v = red[token * kRows + r];
+    for (int m = 0; m < kMTiles; ++m) {
 #pragma unroll
-      for (int w = 1; w < kMmaWarps; ++w) v += red[(w * kTile + token) * kRows + r];
-      if (tok < p.T) p.partials[(tok * p.chunks + chunk) * kPartial + r] = v;
+      for (int h = 0; h < 2; ++h) {
+        float2 v;
+        v.x = acc[m][0][2 * h] + (acc[m][1][2 * h] + acc[m][2][2 * h]);
+        v.y = acc[m][0][2 * h + 1] + (acc[m][1][2 * h + 1] + acc[m][2][2 * h + 1]);
+        const int token = m * 16 + g + 8 * h;
+        *reinterpret_cast<float2*>(&red[(mw * kTile + token) * kRows + blk * 8 + 2 * q]) = v;
+      }
     }
+  }
+  named_sync(kMmaBar, kMmaThreads);
+  // The tile's dots: the 4 warps' values in warp order. red[i % 2] is written again by item
+  // i + 2, after the kMmaBar barrier of item i + 1, which every mma thread reaches after this.
+#pragma unroll
+  for (int k = 0; k < kTile * kRows / kMmaThreads; ++k) {
+    const int idx = tid + k * kMmaThreads;
+    const int token = idx / kRows, r = idx % kRows;
+    const int64_t tok = tile * kTile + token;
+    float v = red[token * kRows + r];
+#pragma unroll
+    for (int w = 1; w < kMmaWarps; ++w) v += red[(w * kTile + token) * kRows + r];
+    if (tok < p.T) p.partials[(tok * p.chunks + chunk) * kPartial + r] = v;
   }
 }
 
@@ -479,10 +498,21 @@ __global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
     load_fragments(p, smem, items.chunk(0), threadIdx.x - kPostThreads);
   }
   pdl_wait();
-  if (threadIdx.x < kPostThreads) {
-    mix_post_role(p, smem, items);
-  } else {
-    mix_mma_role(p, smem, items);
+  const bool post = threadIdx.x < kPostThreads;  // warp-uniform
+  if (post) mix_post_prologue(p, smem, items);
+  int loaded = -1;  // the chunk whose B fragments are in shared memory (mma warps)
+  for (int i = 0; i < items.count; ++i) {
+    if (post) {
+      mix_post_item(p, smem, items, i);
+    } else {
+      mix_mma_prepare(p, smem, items, i, loaded);
+    }
+    __syncthreads();  // the hand-over of item i
+    if (post) {
+      mix_post_refill(p, smem, items, i);
+    } else {
+      mix_mma_item(p, smem, items, i);
+    }
   }
 }
 
