@@ -1,6 +1,7 @@
 // src/cuda/backend.cu - device-side weight upload, workspace allocation, device queries.
 //
 // Everything here runs at load time (prepare, Workspace::create), never per call.
+#include <cstdlib>
 #include <vector>
 
 #include "src/core/cuda_hooks.hpp"
@@ -103,6 +104,9 @@ void cuda_create_workspace(Workspace::Impl& ws) {
     const DeviceGuard guard(ws.device.id);
     ws.n4_mix = cuda::n4_configure_device();
   }
+  // A tuning override for benchmarks (docs/performance.md): the n4 kernels' tokens per slice.
+  // Results do not depend on it (batch invariance); it is read once, here.
+  if (const char* env = std::getenv("MHC_N4_SLICE_TOKENS")) ws.n4_slice_tokens = std::atoll(env);
   ws.device_memory = device_alloc(ws.device, ws.scratch_bytes);
   ws.scratch = ws.device_memory.get();
   MHC_CUDA_CHECK(cudaDeviceSynchronize());

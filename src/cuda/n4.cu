@@ -781,7 +781,11 @@ void n4_run(const detail::Problem& p) {
   // (8H bytes a token) fit in half the L2, so the collapse reads them from L2, not DRAM. The
   // slicing never changes a token's result (batch invariance): each token's arithmetic is the
   // same in every slice.
-  if (k.has_mixes && k.has_collapse && p.workspace->l2_bytes > 0) {
+  // MHC_N4_SLICE_TOKENS (a tuning override, a multiple of 32 within the partials) replaces it.
+  const int64_t forced = k.has_mixes ? p.workspace->n4_slice_tokens / kTile * kTile : 0;
+  if (forced > 0) {
+    if (forced < slice_tokens) slice_tokens = forced;
+  } else if (k.has_mixes && k.has_collapse && p.workspace->l2_bytes > 0) {
     int64_t l2_tokens = static_cast<int64_t>(p.workspace->l2_bytes) / 2 / (8 * p.H);
     l2_tokens -= l2_tokens % kTile;
     if (l2_tokens >= 8 * kTile && l2_tokens < slice_tokens) slice_tokens = l2_tokens;
