@@ -48,6 +48,7 @@ constexpr int kXStride = kSliceK + 8; // padded smem row (conflict-free 32-bit f
 constexpr int kPartial = kRows + 1;   // 24 dots + sum of squares
 constexpr int kThreadsB = 256;
 constexpr int kMaxChunks = 16384 / kChunkCols;  // 128
+constexpr int kSliceTokens = 1920;  // tokens a slice with a collapse (n4_run)
 constexpr int kPartialSplit = 8;      // chunk groups the collapse sums in parallel
 
 __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
@@ -777,19 +778,15 @@ void n4_run(const detail::Problem& p) {
   MHC_CHECK(slice_tokens >= kTile || !k.has_mixes, detail::op_name(p.op),
             ": workspace too small for H = ", p.H);
   if (!k.has_mixes) slice_tokens = p.T;
-  // When the collapse re-reads the streams the mixes just read (or wrote), a slice's streams
-  // (8H bytes a token) fit in half the L2, so the collapse reads them from L2, not DRAM. The
-  // slicing never changes a token's result (batch invariance): each token's arithmetic is the
-  // same in every slice.
+  // With a collapse, slices of kSliceTokens: of 320-1920 tokens a slice, 1312 and 1920 were the
+  // fastest on the H200 (session 5: post_pre 36-39% of copy at T = 16384 against 33-34% with
+  // slices whose streams fit in half the L2, pre 25-29% against 22-23%); the items then fill the
+  // multiprocessors evenly and the collapse's waves are nearly full. The slicing never changes
+  // a token's result (batch invariance): each token's arithmetic is the same in every slice.
   // MHC_N4_SLICE_TOKENS (a tuning override, a multiple of 32 within the partials) replaces it.
   const int64_t forced = k.has_mixes ? p.workspace->n4_slice_tokens / kTile * kTile : 0;
-  if (forced > 0) {
-    if (forced < slice_tokens) slice_tokens = forced;
-  } else if (k.has_mixes && k.has_collapse && p.workspace->l2_bytes > 0) {
-    int64_t l2_tokens = static_cast<int64_t>(p.workspace->l2_bytes) / 2 / (8 * p.H);
-    l2_tokens -= l2_tokens % kTile;
-    if (l2_tokens >= 8 * kTile && l2_tokens < slice_tokens) slice_tokens = l2_tokens;
-  }
+  const int64_t wanted = forced > 0 ? forced : k.has_mixes && k.has_collapse ? kSliceTokens : 0;
+  if (wanted > 0 && wanted < slice_tokens) slice_tokens = wanted;
   for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
     const N4Params s = slice(k, t0, count);
