@@ -10,7 +10,7 @@
 //   Modes/GpuFusion.PostPreMatchesPostThenPre/<mode>      post_pre vs post then pre (bit-equal: cuda_generic)
 //   Modes/GpuGraph.CaptureOnFreshStreamReplaysBitEqualToEager/<mode>
 //   Modes/GpuDeterminism.SameCallBitIdentical/<mode>      three calls, bit-identical
-//   Modes/GpuBatch.TokenAloneAndInSliceEqualBatch/<mode>  T=600 batch == T=1 alone == T=19 slice at 37
+//   Modes/GpuBatch.TokenAloneAndInSliceEqualBatch/<mode>  T=600 batch (3 slices) == T=1 alone == T=19 slice at 37
 //   Ops/GpuHuge.Indexing64Bit/{pre,post,post_pre}         T = 2^20, H = 7168; only with MHC_TEST_HUGE=1
 //   GpuErrors.*                                           no workspace, CPU weights, mixed devices
 // e.g. --gtest_filter='Grid/GpuGrid.*/post_pre_*_n4_H7168' or '*GpuGraph*:*GpuBatch*'.
@@ -1003,8 +1003,10 @@ TEST_P(GpuBatch, TokenAloneAndInSliceEqualBatch) {
   MHC_REQUIRE_GPU();
   const int mi = GetParam();
   const Mode& m = modes()[static_cast<size_t>(mi)];
-  // T = 600 runs the n4 large-T kernels (several L2 slices at H = 7168); a token alone and the
-  // 19-token slice run the small-T ones: equal bits across both.
+  // T = 600 runs the n4 large-T kernels in three slices (256 + 256 + 88 tokens: the workspace
+  // is made with MHC_N4_SLICE_TOKENS=256); a token alone and the 19-token slice run the small-T
+  // ones: equal bits across all. (The default 1920-token slices are crossed by the grid's
+  // T = 4096 cases.)
   constexpr int64_t kT = 600, kSliceStart = 37, kSliceLen = 19;
   const std::vector<int64_t> alone = {0, 1, 2, 37, 63, 64, 65, 100, 127, 300, 447, 448, 599};
   const std::vector<std::pair<int, int64_t>> shapes = {{4, 4096}, {4, 5120}, {4, 7168}, {4, 1000},
@@ -1018,7 +1020,9 @@ TEST_P(GpuBatch, TokenAloneAndInSliceEqualBatch) {
     Case one = make_case(m, n, H, 1, seed);
     Case slice = make_case(m, n, H, kSliceLen, seed);
     const Weights w = make_weights(m, n, H, seed, false);
+    setenv("MHC_N4_SLICE_TOKENS", "256", 1);  // read once, by Workspace::create
     mhc::Workspace ws = mhc::Workspace::create(gpu(), kT);
+    unsetenv("MHC_N4_SLICE_TOKENS");
     for (const std::string& v : variants_and_default(m.op)) {
       const std::string lbl = label_of(m.op, v);
       batch.poison_outputs();
