@@ -23,7 +23,7 @@
 // and dispatch does not depend on T: a token's outputs do not depend on the batch.
 // B fragments of a block's K-slice stay in shared memory (72 KB) for all its tiles of that chunk.
 // Launches: programmatic dependent launch on sm_90+ (see pdl_wait). Tokens run in slices that
-// fit the workspace's partials and, when the collapse re-reads the streams, half the L2.
+// fit the workspace's partials, of kSliceTokens where a collapse follows (n4_run).
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned bf16 rows (pointers and row
 // strides).
 #include <vector>
