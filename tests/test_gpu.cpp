@@ -582,8 +582,7 @@ Tally compare_to_snapshot(Case& c, const Snapshot& s, const std::string& name, c
 // GpuGrid: every CUDA variant against the reference, over the shared grid.
 
 const std::vector<int64_t>& grid_hidden_n4() {
-  // 16384: the largest H of the n4 kernels (its RMSNorm row passes the 48 KB shared-memory
-  // default), on a short token list.
+  // 16384: the largest H the n4 kernels accept (n4_supports), on a short token list.
   static const std::vector<int64_t> h = {4096, 5120, 7168, 1000, 64, 16384};
   return h;
 }
@@ -1020,9 +1019,16 @@ TEST_P(GpuBatch, TokenAloneAndInSliceEqualBatch) {
     Case one = make_case(m, n, H, 1, seed);
     Case slice = make_case(m, n, H, kSliceLen, seed);
     const Weights w = make_weights(m, n, H, seed, false);
-    setenv("MHC_N4_SLICE_TOKENS", "256", 1);  // read once, by Workspace::create
+    // MHC_N4_SLICE_TOKENS is read once, by Workspace::create; the caller's value is restored.
+    const char* outer = std::getenv("MHC_N4_SLICE_TOKENS");
+    const std::string saved = outer != nullptr ? outer : "";
+    setenv("MHC_N4_SLICE_TOKENS", "256", 1);
     mhc::Workspace ws = mhc::Workspace::create(gpu(), kT);
-    unsetenv("MHC_N4_SLICE_TOKENS");
+    if (outer != nullptr) {
+      setenv("MHC_N4_SLICE_TOKENS", saved.c_str(), 1);
+    } else {
+      unsetenv("MHC_N4_SLICE_TOKENS");
+    }
     for (const std::string& v : variants_and_default(m.op)) {
       const std::string lbl = label_of(m.op, v);
       batch.poison_outputs();

@@ -48,7 +48,6 @@ struct Workspace::Impl {
   void* scratch = nullptr;       // device scratch for split-K partials (fp32)
   size_t scratch_bytes = 0;
   int32_t num_sms = 0;           // multiprocessors of the device, read at creation
-  int64_t l2_bytes = 0;          // L2 size of the device, read at creation
   int32_t cc_major = 0;          // compute capability (major) of the device
   bool n4_mix = false;           // the device has the shared memory of the n = 4 mix kernel
   int64_t n4_slice_tokens = 0;   // tokens per n4 slice from MHC_N4_SLICE_TOKENS (tuning); 0: automatic

@@ -96,9 +96,6 @@ void cuda_create_workspace(Workspace::Impl& ws) {
             device_name(ws.device), " is not a visible CUDA device (", cuda_device_count(), " visible)");
   ws.scratch_bytes = cuda::n4_scratch_bytes(ws.max_tokens);
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&ws.num_sms, cudaDevAttrMultiProcessorCount, ws.device.id));
-  int l2 = 0;
-  MHC_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, ws.device.id));
-  ws.l2_bytes = l2;
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&ws.cc_major, cudaDevAttrComputeCapabilityMajor, ws.device.id));
   {
     const DeviceGuard guard(ws.device.id);
