@@ -14,9 +14,10 @@ int cmd_variants(Args& args) {
     return 0;
   }
   args.finish("variants");
-  std::printf("%-32s %-6s %s\n", "id", "device", "supports");
+  std::printf("%-32s %-6s %-8s %s\n", "id", "device", "family", "kernels (the plan) / supports");
   for (const VariantInfo& v : list_variants()) {
-    std::printf("%-32s %-6s %s\n", v.id.c_str(), v.device.c_str(), v.envelope.c_str());
+    std::printf("%-32s %-6s %-8s %s\n%-48s supports: %s\n", v.id.c_str(), v.device.c_str(), v.family.c_str(),
+                v.kernels.c_str(), "", v.envelope.c_str());
   }
   std::printf("\nCUDA device available: %s\n", cuda_available() ? "yes" : "no");
   return 0;

@@ -139,6 +139,8 @@ struct VariantInfo {
   std::string id;           ///< "<op>.<variant>", as in logs, tests and benchmark JSON
   std::string device;       ///< "cpu" or "cuda"
   std::string envelope;     ///< what supports() accepts, in words
+  std::string kernels;      ///< the plan: the kernels it runs, in order
+  std::string family;       ///< variants of one family give bit-identical outputs
 };
 /// @brief Every variant compiled into this build, in dispatch priority order.
 std::vector<VariantInfo> list_variants();

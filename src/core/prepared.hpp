@@ -34,7 +34,7 @@ struct PreparedWeights::Impl {
   const float* d_fn_b_t = nullptr;  // [H, rows]
   const float* d_scale = nullptr;   // [3] or [1]
   const float* d_base = nullptr;    // [rows]
-  // n = 4 tensor-core path (src/cuda/n4.cu): fn split into three bf16 parts (hi + mid + lo
+  // n = 4 tensor-core path (src/cuda/n4/fragments.cu): fn split into three bf16 parts (hi + mid + lo
   // reproduces fp32 to ~2^-24), laid out in mma.m16n8k16 B-fragment order so each warp loads
   // its fragments with coalesced 8-byte reads. Null when the shape is outside that path.
   const uint32_t* d_fn_frag = nullptr;

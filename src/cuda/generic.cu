@@ -8,13 +8,15 @@
 // reductions (sum of squares, the M dot products, the RMSNorm sum) cross threads, through
 // block_sum in a fixed order: deterministic and batch invariant.
 // Accumulation: fp32 FMA for the dot products (fn read as fp32 from the transposed copy
-// fn_t [K, rows]); fp32 epilogue (common.cuh); the post and collapse sums rounded once to bf16
+// fn_t [K, rows]); fp32 epilogue (epilogue.cuh); the post and collapse sums rounded once to bf16
 // from the exact sum (exact_sum_bf16: certified fp32, else double), so cancelling terms still
 // give the float64 result.
 // Envelope: any n in 1..8, any H, strided rows, broadcast residual. It reads fn from L2 once per
 // token, so it is the correctness baseline, not the fast path (see the n = 4 variants).
 #include "src/cuda/check.cuh"
-#include "src/cuda/common.cuh"
+#include "src/cuda/epilogue.cuh"
+#include "src/cuda/exact_sum.cuh"
+#include "src/cuda/reduce.cuh"
 #include "src/cuda/variants.hpp"
 
 namespace mhc::cuda {

@@ -1,7 +1,12 @@
-# The CUDA kernel sources, listed explicitly (one file per variant family).
+# The CUDA sources, listed explicitly: backend and variant list, the generic path, and the
+# n = 4 path (one file per kernel, its plan, its weight layout).
 set(MHC_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/backend.cu
   ${CMAKE_CURRENT_LIST_DIR}/variants.cu
   ${CMAKE_CURRENT_LIST_DIR}/generic.cu
-  ${CMAKE_CURRENT_LIST_DIR}/n4.cu
+  ${CMAKE_CURRENT_LIST_DIR}/n4/plan.cu
+  ${CMAKE_CURRENT_LIST_DIR}/n4/fragments.cu
+  ${CMAKE_CURRENT_LIST_DIR}/n4/mix_kernel.cu
+  ${CMAKE_CURRENT_LIST_DIR}/n4/collapse_kernel.cu
+  ${CMAKE_CURRENT_LIST_DIR}/n4/post_kernel.cu
 )

@@ -10,20 +10,20 @@ std::vector<Variant> cuda_variants() {
   constexpr const char* kN4 =
       "CUDA, n = 4, H % 512 == 0, H <= 16384, 16-byte aligned bf16 rows (tensor-core mixes)";
   return {
-      {"mixes.cuda_n4", Op::kMixes, DeviceType::kCUDA, kN4, n4_supports, n4_run},
-      {"collapse.cuda_n4", Op::kCollapse, DeviceType::kCUDA, kN4, n4_supports, n4_run},
-      {"pre.cuda_n4", Op::kPre, DeviceType::kCUDA, kN4, n4_supports, n4_run},
-      {"pre_broadcast.cuda_n4", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_supports, n4_run},
-      {"post.cuda_n4", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_run},
-      {"post_pre.cuda_n4", Op::kPostPre, DeviceType::kCUDA, kN4, n4_supports, n4_run},
-      {"head.cuda_n4", Op::kHead, DeviceType::kCUDA, kN4, n4_supports, n4_run},
-      {"mixes.cuda_generic", Op::kMixes, DeviceType::kCUDA, kGeneric, generic_supports, generic_run},
-      {"collapse.cuda_generic", Op::kCollapse, DeviceType::kCUDA, kGeneric, generic_supports, generic_run},
-      {"pre.cuda_generic", Op::kPre, DeviceType::kCUDA, kGeneric, generic_supports, generic_run},
-      {"pre_broadcast.cuda_generic", Op::kPreBroadcast, DeviceType::kCUDA, kGeneric, generic_supports, generic_run},
-      {"post.cuda_generic", Op::kPost, DeviceType::kCUDA, kGeneric, generic_supports, generic_run},
-      {"post_pre.cuda_generic", Op::kPostPre, DeviceType::kCUDA, kGeneric, generic_supports, generic_run},
-      {"head.cuda_generic", Op::kHead, DeviceType::kCUDA, kGeneric, generic_supports, generic_run},
+      {"mixes.cuda_n4", Op::kMixes, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (epilogue only)", "n4"},
+      {"collapse.cuda_n4", Op::kCollapse, DeviceType::kCUDA, kN4, n4_supports, n4_run, "collapse_kernel", "n4"},
+      {"pre.cuda_n4", Op::kPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
+      {"pre_broadcast.cuda_n4", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
+      {"post.cuda_n4", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_run, "post_kernel", "n4"},
+      {"post_pre.cuda_n4", Op::kPostPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel (post fused) -> collapse_kernel", "n4"},
+      {"head.cuda_n4", Op::kHead, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (learned) | collapse_kernel", "n4"},
+      {"mixes.cuda_generic", Op::kMixes, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
+      {"collapse.cuda_generic", Op::kCollapse, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
+      {"pre.cuda_generic", Op::kPre, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
+      {"pre_broadcast.cuda_generic", Op::kPreBroadcast, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
+      {"post.cuda_generic", Op::kPost, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
+      {"post_pre.cuda_generic", Op::kPostPre, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
+      {"head.cuda_generic", Op::kHead, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
   };
 }
 

@@ -15,7 +15,7 @@ namespace mhc::cuda {
 bool generic_supports(const detail::Problem& p);
 void generic_run(const detail::Problem& p);
 
-// src/cuda/n4.cu: every operator for n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows.
+// src/cuda/n4/plan.cu: every operator for n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows.
 bool n4_supports(const detail::Problem& p);
 void n4_run(const detail::Problem& p);
 /// fn split into bf16 hi/mid/lo parts in mma B-fragment order (empty outside the n4 envelope).

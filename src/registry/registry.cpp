@@ -37,13 +37,13 @@ std::vector<Variant> build_list() {
 #ifdef MHC_WITH_CUDA
   for (const Variant& v : cuda_variants()) list.push_back(v);
 #endif
-  list.push_back({"mixes.cpu_ref", Op::kMixes, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run});
-  list.push_back({"collapse.cpu_ref", Op::kCollapse, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run});
-  list.push_back({"pre.cpu_ref", Op::kPre, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run});
-  list.push_back({"pre_broadcast.cpu_ref", Op::kPreBroadcast, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run});
-  list.push_back({"post.cpu_ref", Op::kPost, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run});
-  list.push_back({"post_pre.cpu_ref", Op::kPostPre, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run});
-  list.push_back({"head.cpu_ref", Op::kHead, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run});
+  list.push_back({"mixes.cpu_ref", Op::kMixes, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});
+  list.push_back({"collapse.cpu_ref", Op::kCollapse, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});
+  list.push_back({"pre.cpu_ref", Op::kPre, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});
+  list.push_back({"pre_broadcast.cpu_ref", Op::kPreBroadcast, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});
+  list.push_back({"post.cpu_ref", Op::kPost, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});
+  list.push_back({"post_pre.cpu_ref", Op::kPostPre, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});
+  list.push_back({"head.cpu_ref", Op::kHead, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});
   return list;
 }
 
@@ -69,7 +69,7 @@ const Variant& select_variant(const Problem& p, const char* forced_id) {
              "' in this build (mhc variants lists them)");
   }
   for (const Variant& v : variants()) {
-    if (v.op == p.op && v.supports(p)) return v;
+    if (v.op == p.op && v.supports(p) && (v.prefer == nullptr || v.prefer(p))) return v;
   }
   MHC_FAIL(op_name(p.op), ": no variant supports this call (device ", device_name(p.device),
            ", n = ", p.n, ", H = ", p.H, ")");
@@ -82,7 +82,7 @@ namespace mhc {
 std::vector<VariantInfo> list_variants() {
   std::vector<VariantInfo> out;
   for (const detail::Variant& v : detail::variants()) {
-    out.push_back({v.id, v.device == DeviceType::kCUDA ? "cuda" : "cpu", v.envelope});
+    out.push_back({v.id, v.device == DeviceType::kCUDA ? "cuda" : "cpu", v.envelope, v.kernels, v.family});
   }
   return out;
 }

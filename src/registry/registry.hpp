@@ -20,6 +20,13 @@ struct Variant {
   const char* envelope;                   // what supports() accepts, in words
   bool (*supports)(const Problem& p);     // shape/layout/device predicate
   void (*run)(const Problem& p);          // asynchronous on p.stream for CUDA
+  const char* kernels = "";               // the plan: the kernels it runs, in order ("a -> b")
+  // Variants of one family give bit-identical outputs (the same canonical order of the mixes
+  // and the same epilogue), so the dispatcher may choose among them by T; tests check it.
+  const char* family = "";
+  // Where the dispatcher prefers this row (e.g. a T range); null: wherever it is supported. A
+  // forced variant (Exec::variant) needs only supports().
+  bool (*prefer)(const Problem& p) = nullptr;
 };
 
 /// Every variant of this build, in priority order.

@@ -1,10 +1,10 @@
-// src/cuda/common.cuh - device helpers shared by every CUDA variant: bf16 conversion, the
-// deterministic block reduction, and the per-token mixes epilogue (sigmoids + Sinkhorn).
+// src/cuda/exact_sum.cuh - bf16 conversions and the exact bf16 sums of the post and collapse
+// stages: bf16(sum_j w[j] * v[j]) for fp32 weights and bf16 values, rounded once from the exact
+// sum (what the float64 reference gives, also where the terms cancel).
 //
-// Numerics: fp32 throughout with IEEE exp/sqrt; divisions are multiplications by a reciprocal
-// from rcp.approx (relative error <= 2^-23, so x * rcp(d) is within ~2 ulp of x / d), which
-// keeps the epilogue within ~1e-6 of the float64 reference. A one-thread Sinkhorn with 32 IEEE
-// divisions per iteration took ~13 us per token.
+// The fast path is the fp32 FMA chain with an a-priori error bound; where both ends of the
+// bound round to one bf16, that is the answer (certified). Otherwise, and for non-finite
+// inputs, the sum is redone in double, where every product is exact.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -12,7 +12,6 @@
 #include <cstdint>
 
 #include "src/core/problem.hpp"
-#include "src/core/prepared.hpp"
 
 namespace mhc::cuda {
 
@@ -33,6 +32,25 @@ __device__ __forceinline__ bf16_t float_to_bf16_bits(float f) {
 __device__ __forceinline__ bf16_t double_to_bf16_bits(double d) {
   const __nv_bfloat16 b = __double2bfloat16(d);
   return *reinterpret_cast<const bf16_t*>(&b);
+}
+
+__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    w[i] = static_cast<uint32_t>(float_to_bf16_bits(f[2 * i])) |
+           (static_cast<uint32_t>(float_to_bf16_bits(f[2 * i + 1])) << 16);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
 /// bf16 of the exact sum_j w[j] * v[j] (fp32 weights, bf16 values held in fp32), rounded once
@@ -138,147 +156,21 @@ __device__ __forceinline__ float sum_error_bound(float scale, float abs_sum) {
   return fmaf(scale, abs_sum, 0x1p-140f);
 }
 
-/// Sums `values[0..count)` over the block, in a fixed order (warp shuffles, then warps in
-/// index order): deterministic. `scratch` holds count * (blockDim.x / 32) floats. The result is
-/// in `values` of every thread on return. Every thread of the block must call it.
-template <int kCount>
-__device__ __forceinline__ void block_sum(float (&values)[kCount], float* scratch) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-#pragma unroll
-  for (int i = 0; i < kCount; ++i) {
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) values[i] += __shfl_xor_sync(0xffffffffu, values[i], off);
-  }
-  __syncthreads();  // scratch may still be read by a previous reduction
-  if (lane == 0) {
-#pragma unroll
-    for (int i = 0; i < kCount; ++i) scratch[i * warps + warp] = values[i];
-  }
-  __syncthreads();
-#pragma unroll
-  for (int i = 0; i < kCount; ++i) {
-    float s = 0.0f;
-    for (int w = 0; w < warps; ++w) s += scratch[i * warps + w];
-    values[i] = s;
-  }
-}
+__device__ __forceinline__ uint32_t word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
-/// 1/x by the multi-function unit (rcp.approx: relative error <= 2^-23, one instruction). The
-/// epilogue's serial chain (Sinkhorn: 8 reciprocals per iteration) runs on one thread per token,
-/// so its latency is the decode latency: __frcp_rn cost ~10 us per token there.
-__device__ __forceinline__ float fast_rcp(float x) {
-  float r;
-  asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
-
-__device__ __forceinline__ float sigmoid(float x) { return fast_rcp(1.0f + expf(-x)); }
-
-/// The spec's Sinkhorn (section 3), in registers, on an N x N matrix c[j*N + k].
-template <int N>
-__device__ __forceinline__ void sinkhorn(float (&c)[N * N], int iters, float eps) {
+/// The terms of columns 2i and 2i + 1 of M vectors of 8 bf16 (the two halves of word i of each),
+/// with their absolute sums in vector order.
+template <int M>
+__device__ __forceinline__ void column_pair(const uint4 (&vec)[M], int i, float (&v0)[M], float (&v1)[M],
+                                            float& abs0, float& abs1) {
 #pragma unroll
-  for (int j = 0; j < N; ++j) {
-    float mx = c[j * N];
-#pragma unroll
-    for (int k = 1; k < N; ++k) mx = (c[j * N + k] > mx || isnan(c[j * N + k])) ? c[j * N + k] : mx;
-    float sum = 0.0f;
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-      c[j * N + k] = expf(c[j * N + k] - mx);
-      sum += c[j * N + k];
-    }
-    const float r = fast_rcp(sum);
-#pragma unroll
-    for (int k = 0; k < N; ++k) c[j * N + k] = fmaf(c[j * N + k], r, eps);
+  for (int j = 0; j < M; ++j) {
+    const uint32_t xw = word(vec[j], i);
+    v0[j] = __uint_as_float(xw << 16);
+    v1[j] = __uint_as_float(xw & 0xffff0000u);
+    abs0 = j == 0 ? fabsf(v0[j]) : abs0 + fabsf(v0[j]);
+    abs1 = j == 0 ? fabsf(v1[j]) : abs1 + fabsf(v1[j]);
   }
-  for (int it = 0; it < iters; ++it) {
-    if (it > 0) {
-#pragma unroll
-      for (int j = 0; j < N; ++j) {
-        float sum = 0.0f;
-#pragma unroll
-        for (int k = 0; k < N; ++k) sum += c[j * N + k];
-        const float r = fast_rcp(sum + eps);
-#pragma unroll
-        for (int k = 0; k < N; ++k) c[j * N + k] *= r;
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < N; ++j) sum += c[j * N + k];
-      const float r = fast_rcp(sum + eps);
-#pragma unroll
-      for (int j = 0; j < N; ++j) c[j * N + k] *= r;
-    }
-  }
-}
-
-/// Everything the mixes epilogue needs: scalars, weights' scale/base, output pointers.
-struct EpilogueParams {
-  const float* scale;  // [3] (head: [1])
-  const float* base;   // [rows]
-  float pre_eps, sinkhorn_eps, post_scale, norm_eps;
-  int32_t sinkhorn_iters;
-  bool head;           // learned head: pre only
-  float* pre_mix_out;  int64_t pre_mix_out_stride;
-  float* post_mix_out; int64_t post_mix_out_stride;
-  float* comb_mix_out; int64_t comb_mix_out_stride;
-};
-
-/// From the raw dot products dot[r] = x . fn[r] and sum(x^2) of one token, computes
-/// m = dot * r and then pre/post/comb; writes the requested outputs of token t and returns the
-/// fresh pre in `pre`. Runs on one thread.
-template <int N>
-__device__ __forceinline__ void mixes_epilogue(const EpilogueParams& e, const float* dot, float sumsq,
-                                               float inv_k, int64_t t, float (&pre)[N]) {
-  const float r = 1.0f / sqrtf(sumsq * inv_k + e.norm_eps);
-#pragma unroll
-  for (int j = 0; j < N; ++j) pre[j] = sigmoid(dot[j] * r * e.scale[0] + e.base[j]) + e.pre_eps;
-  if (e.head) return;
-  if (e.pre_mix_out != nullptr) {
-#pragma unroll
-    for (int j = 0; j < N; ++j) e.pre_mix_out[t * e.pre_mix_out_stride + j] = pre[j];
-  }
-  if (e.post_mix_out != nullptr) {
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-      e.post_mix_out[t * e.post_mix_out_stride + j] =
-          e.post_scale * sigmoid(dot[N + j] * r * e.scale[1] + e.base[N + j]);
-    }
-  }
-  if (e.comb_mix_out != nullptr) {
-    float c[N * N];
-#pragma unroll
-    for (int i = 0; i < N * N; ++i) c[i] = dot[2 * N + i] * r * e.scale[2] + e.base[2 * N + i];
-    sinkhorn<N>(c, e.sinkhorn_iters, e.sinkhorn_eps);
-#pragma unroll
-    for (int i = 0; i < N * N; ++i) e.comb_mix_out[t * e.comb_mix_out_stride + i] = c[i];
-  }
-}
-
-/// Builds the epilogue params of a problem.
-inline EpilogueParams make_epilogue(const detail::Problem& p) {
-  EpilogueParams e{};
-  if (p.weights != nullptr) {
-    e.scale = p.weights->d_scale;
-    e.base = p.weights->d_base;
-    e.head = p.weights->head;
-  }
-  e.pre_eps = p.pre_eps;
-  e.sinkhorn_eps = p.sinkhorn_eps;
-  e.post_scale = p.post_scale;
-  e.norm_eps = p.norm_eps;
-  e.sinkhorn_iters = p.sinkhorn_iters;
-  e.pre_mix_out = p.pre_mix_out;
-  e.pre_mix_out_stride = p.pre_mix_out_stride;
-  e.post_mix_out = p.post_mix_out;
-  e.post_mix_out_stride = p.post_mix_out_stride;
-  e.comb_mix_out = p.comb_mix_out;
-  e.comb_mix_out_stride = p.comb_mix_out_stride;
-  return e;
 }
 
 }  // namespace mhc::cuda

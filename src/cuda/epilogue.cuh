@@ -1,0 +1,136 @@
+// src/cuda/epilogue.cuh - the per-token mixes epilogue shared by every CUDA variant: from the
+// 24 raw dot products and the sum of squares of a token, the stream RMS, the sigmoids of pre and
+// post, and the Sinkhorn projection of comb (spec section 3), in registers on one thread.
+//
+// Numerics: fp32 throughout with IEEE exp/sqrt; divisions are multiplications by a reciprocal
+// from rcp.approx (relative error <= 2^-23, so x * rcp(d) is within ~2 ulp of x / d), which
+// keeps the epilogue within ~1e-6 of the float64 reference. Every variant runs this one code
+// path, so variants that feed it the same sums give the same bits.
+#pragma once
+
+#include <cstdint>
+
+#include "src/core/prepared.hpp"
+#include "src/core/problem.hpp"
+
+namespace mhc::cuda {
+
+/// 1/x by the multi-function unit (rcp.approx: relative error <= 2^-23, one instruction). The
+/// epilogue's serial chain (Sinkhorn: 8 reciprocals per iteration) runs on one thread per token,
+/// so its latency is the decode latency: __frcp_rn cost ~10 us per token there.
+__device__ __forceinline__ float fast_rcp(float x) {
+  float r;
+  asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
+__device__ __forceinline__ float sigmoid(float x) { return fast_rcp(1.0f + expf(-x)); }
+
+/// The spec's Sinkhorn (section 3), in registers, on an N x N matrix c[j*N + k].
+template <int N>
+__device__ __forceinline__ void sinkhorn(float (&c)[N * N], int iters, float eps) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    float mx = c[j * N];
+#pragma unroll
+    for (int k = 1; k < N; ++k) mx = (c[j * N + k] > mx || isnan(c[j * N + k])) ? c[j * N + k] : mx;
+    float sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      c[j * N + k] = expf(c[j * N + k] - mx);
+      sum += c[j * N + k];
+    }
+    const float r = fast_rcp(sum);
+#pragma unroll
+    for (int k = 0; k < N; ++k) c[j * N + k] = fmaf(c[j * N + k], r, eps);
+  }
+  for (int it = 0; it < iters; ++it) {
+    if (it > 0) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < N; ++k) sum += c[j * N + k];
+        const float r = fast_rcp(sum + eps);
+#pragma unroll
+        for (int k = 0; k < N; ++k) c[j * N + k] *= r;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < N; ++j) sum += c[j * N + k];
+      const float r = fast_rcp(sum + eps);
+#pragma unroll
+      for (int j = 0; j < N; ++j) c[j * N + k] *= r;
+    }
+  }
+}
+
+/// Everything the mixes epilogue needs: scalars, weights' scale/base, output pointers.
+struct EpilogueParams {
+  const float* scale;  // [3] (head: [1])
+  const float* base;   // [rows]
+  float pre_eps, sinkhorn_eps, post_scale, norm_eps;
+  int32_t sinkhorn_iters;
+  bool head;           // learned head: pre only
+  float* pre_mix_out;  int64_t pre_mix_out_stride;
+  float* post_mix_out; int64_t post_mix_out_stride;
+  float* comb_mix_out; int64_t comb_mix_out_stride;
+};
+
+/// From the raw dot products dot[r] = x . fn[r] and sum(x^2) of one token, computes
+/// m = dot * r and then pre/post/comb; writes the requested outputs of token t and returns the
+/// fresh pre in `pre`. Runs on one thread.
+template <int N>
+__device__ __forceinline__ void mixes_epilogue(const EpilogueParams& e, const float* dot, float sumsq,
+                                               float inv_k, int64_t t, float (&pre)[N]) {
+  const float r = 1.0f / sqrtf(sumsq * inv_k + e.norm_eps);
+#pragma unroll
+  for (int j = 0; j < N; ++j) pre[j] = sigmoid(dot[j] * r * e.scale[0] + e.base[j]) + e.pre_eps;
+  if (e.head) return;
+  if (e.pre_mix_out != nullptr) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) e.pre_mix_out[t * e.pre_mix_out_stride + j] = pre[j];
+  }
+  if (e.post_mix_out != nullptr) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      e.post_mix_out[t * e.post_mix_out_stride + j] =
+          e.post_scale * sigmoid(dot[N + j] * r * e.scale[1] + e.base[N + j]);
+    }
+  }
+  if (e.comb_mix_out != nullptr) {
+    float c[N * N];
+#pragma unroll
+    for (int i = 0; i < N * N; ++i) c[i] = dot[2 * N + i] * r * e.scale[2] + e.base[2 * N + i];
+    sinkhorn<N>(c, e.sinkhorn_iters, e.sinkhorn_eps);
+#pragma unroll
+    for (int i = 0; i < N * N; ++i) e.comb_mix_out[t * e.comb_mix_out_stride + i] = c[i];
+  }
+}
+
+/// Builds the epilogue params of a problem.
+inline EpilogueParams make_epilogue(const detail::Problem& p) {
+  EpilogueParams e{};
+  if (p.weights != nullptr) {
+    e.scale = p.weights->d_scale;
+    e.base = p.weights->d_base;
+    e.head = p.weights->head;
+  }
+  e.pre_eps = p.pre_eps;
+  e.sinkhorn_eps = p.sinkhorn_eps;
+  e.post_scale = p.post_scale;
+  e.norm_eps = p.norm_eps;
+  e.sinkhorn_iters = p.sinkhorn_iters;
+  e.pre_mix_out = p.pre_mix_out;
+  e.pre_mix_out_stride = p.pre_mix_out_stride;
+  e.post_mix_out = p.post_mix_out;
+  e.post_mix_out_stride = p.post_mix_out_stride;
+  e.comb_mix_out = p.comb_mix_out;
+  e.comb_mix_out_stride = p.comb_mix_out_stride;
+  return e;
+}
+
+}  // namespace mhc::cuda

@@ -1,0 +1,158 @@
+// src/cuda/n4/collapse_kernel.cu - phase B of the n = 4 path: the mixes epilogue and the
+// collapse of one token per block.
+//
+// Grid mapping: one 256-thread block per token. With a mixes stage, the partials of the token
+// are summed over chunks in the canonical order (src/cuda/n4/config.cuh: 8 interleaved groups,
+// then the groups in order), and one thread runs the epilogue (sigmoids, Sinkhorn;
+// src/cuda/epilogue.cuh), writing the requested mixes. Then the collapse with the computed,
+// carried or identity pre (or the mean head), 16-byte vectors, each output the exact sum
+// rounded once (exact_sum_bf16x2), and the optional RMSNorm fold (the bf16 row kept in dynamic
+// shared memory, its sum of squares by block_sum).
+// Accumulation: fp32 partial sums; exact sums for the collapse; fp32 RMS.
+// Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows.
+#include "src/cuda/exact_sum.cuh"
+#include "src/cuda/launch.cuh"
+#include "src/cuda/n4/kernels.hpp"
+#include "src/cuda/ptx.cuh"
+#include "src/cuda/reduce.cuh"
+
+namespace mhc::cuda::n4 {
+
+namespace {
+
+// Five blocks per SM on Hopper (48 registers, the build measured on the H200); three elsewhere,
+// where ptxas would spill at that bound.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+#define MHC_COLLAPSE_MIN_BLOCKS 5
+#else
+#define MHC_COLLAPSE_MIN_BLOCKS 3
+#endif
+__global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_MIN_BLOCKS) collapse_kernel(const N4Params p) {
+  extern __shared__ __align__(16) unsigned char row_smem[];  // the collapsed row (RMSNorm fold)
+  __shared__ float scratch[kThreadsB / 32];
+  __shared__ float s_part[kPartialSplit][kPartial];
+  __shared__ float s_dot[kPartial];
+  __shared__ float s_pre[kN];
+  pdl_launch_dependents();
+  pdl_wait();  // the partials (and the streams) come from the kernels before this one
+  const int tid = threadIdx.x;
+  const int64_t t = blockIdx.x;
+  if (p.has_mixes) {
+    // Sum of the partials over chunks in a fixed order, the same for every token: thread
+    // (part, r) adds chunks part, part + 8, ... in order (all its loads in flight at once),
+    // then thread r adds the 8 part sums in order.
+    if (tid < kPartialSplit * kPartial) {
+      const int part = tid / kPartial, r = tid % kPartial;
+      const float* src = p.partials + t * p.chunks * kPartial + r;
+      float v[kMaxChunks / kPartialSplit];
+#pragma unroll
+      for (int i = 0; i < kMaxChunks / kPartialSplit; ++i) {
+        const int c = part + i * kPartialSplit;
+        v[i] = c < p.chunks ? src[c * kPartial] : 0.0f;
+      }
+      float s = v[0];
+#pragma unroll
+      for (int i = 1; i < kMaxChunks / kPartialSplit; ++i) s += v[i];
+      s_part[part][r] = s;
+    }
+    __syncthreads();
+    if (tid < kPartial) {
+      float s = s_part[0][tid];
+#pragma unroll
+      for (int i = 1; i < kPartialSplit; ++i) s += s_part[i][tid];
+      s_dot[tid] = s;
+    }
+    __syncthreads();
+    if (tid == 0) {
+      float pre[kN];
+      mixes_epilogue<kN>(p.epi, s_dot, s_dot[kRows], p.inv_k, t, pre);
+      if (p.pre_source == PreSource::kComputed && !p.head_mean) {
+#pragma unroll
+        for (int j = 0; j < kN; ++j) s_pre[j] = pre[j];
+      }
+    }
+  }
+  if (!p.has_collapse) return;
+  if (tid < kN && p.pre_source == PreSource::kCarried) s_pre[tid] = p.pre_mix_in[t * p.pre_mix_in_stride + tid];
+  __syncthreads();
+  const int64_t vecs = p.H / 8;
+  const bf16_t* x = p.x + t * p.x_stride;
+  bf16_t* dst = p.layer_input + t * p.layer_input_stride;
+  uint4* row = reinterpret_cast<uint4*>(row_smem);
+  const bool fold = p.rmsnorm_weight != nullptr;
+  const bool weighted = p.pre_source != PreSource::kIdentity && !p.head_mean;
+  float pre[kN];
+#pragma unroll
+  for (int j = 0; j < kN; ++j) pre[j] = weighted ? s_pre[j] : 0.0f;
+  const float pre_scale = sum_error_scale(pre);
+  float sq[1] = {0.0f};
+  for (int64_t v = tid; v < vecs; v += kThreadsB) {
+    uint4 u;
+    if (p.pre_source == PreSource::kIdentity) {
+      u = ld16(x + v * 8);
+    } else if (weighted) {
+      // Each output rounded once from the exact sum, adjacent columns certified together
+      // (exact_sum_bf16x2); the streams are read for the last time here (streaming loads).
+      uint4 r[kN];
+#pragma unroll
+      for (int j = 0; j < kN; ++j) r[j] = ldcs16(x + j * p.x_stream_stride + v * 8);
+      uint32_t w[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float v0[kN], v1[kN], abs0, abs1;
+        column_pair(r, i, v0, v1, abs0, abs1);
+        w[i] = exact_sum_bf16x2(pre, v0, v1, sum_error_bound(pre_scale, abs0), sum_error_bound(pre_scale, abs1));
+      }
+      u = make_uint4(w[0], w[1], w[2], w[3]);
+    } else {
+      // the mean head: the exact sum (double), divided by n, rounded once
+      double acc[8];
+      float f[8];
+      unpack8(ld16(x + v * 8), f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] = f[e];
+#pragma unroll
+      for (int j = 1; j < kN; ++j) {
+        unpack8(ld16(x + j * p.x_stream_stride + v * 8), f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] += f[e];
+      }
+      uint32_t w[4];
+#pragma unroll
+      for (int e = 0; e < 8; e += 2) {
+        w[e / 2] = static_cast<uint32_t>(double_to_bf16_bits(acc[e] / kN)) |
+                   (static_cast<uint32_t>(double_to_bf16_bits(acc[e + 1] / kN)) << 16);
+      }
+      u = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+    if (!fold) {
+      st16(dst + v * 8, u);
+    } else {
+      row[v] = u;  // read back below by this thread only
+      float f[8];
+      unpack8(u, f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sq[0] = fmaf(f[e], f[e], sq[0]);
+    }
+  }
+  if (!fold) return;
+  block_sum(sq, scratch);
+  const float inv = 1.0f / sqrtf(sq[0] / static_cast<float>(p.H) + p.rmsnorm_eps);
+  for (int64_t v = tid; v < vecs; v += kThreadsB) {
+    float f[8], w[8], y[8];
+    unpack8(row[v], f);
+    unpack8(ld16(p.rmsnorm_weight + v * 8), w);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) y[e] = f[e] * inv * w[e];
+    st16(dst + v * 8, pack8(y));
+  }
+}
+
+}  // namespace
+
+void launch_collapse_kernel(const N4Params& p, const LaunchCtx& ctx) {
+  const size_t row_bytes = p.has_collapse && p.rmsnorm_weight != nullptr ? static_cast<size_t>(p.H) * 2 : 0;
+  launch_kernel(collapse_kernel, dim3(static_cast<unsigned>(p.T)), kThreadsB, row_bytes, ctx, p);
+}
+
+}  // namespace mhc::cuda::n4

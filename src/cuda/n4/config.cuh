@@ -1,0 +1,87 @@
+// src/cuda/n4/config.cuh - every constant of the n = 4 kernels (mix_kernel, collapse_kernel,
+// post_kernel, decode_kernel) with its meaning, the shared-memory layout of mix_kernel, and
+// N4Params, the plain params struct the n = 4 launchers take.
+//
+// The canonical order of the mixes (every n = 4 variant gives the same bits): a chunk is
+// kChunkCols hidden columns of all 4 streams (kSliceK = 512 k's). For each token, chunk and
+// stream j, the 24 dots over the chunk's 128 columns of stream j are mma.m16n8k16 chains
+// (bf16 x against the three bf16 parts of fn, kMmaSteps k16 steps in order, one accumulator per
+// part, v = hi + (mid + lo)); the chunk partial is ((v_0 + v_1) + v_2) + v_3. The sum of squares
+// of a chunk: per (token, 8-column vector) a fmaf chain over streams then elements, then a
+// butterfly over the 16 vectors (xor 8, 4, 2, 1). Chunk partials are summed in kPartialSplit
+// interleaved groups (group g: chunks g, g + 8, ... in order), then the groups in order.
+#pragma once
+
+#include <cstdint>
+
+#include "src/cuda/epilogue.cuh"
+
+namespace mhc::cuda::n4 {
+
+using detail::bf16_t;
+
+constexpr int kN = 4;
+constexpr int kRows = 24;             // (n+2)*n
+constexpr int kChunkCols = 128;       // hidden columns per chunk
+constexpr int kSliceK = kN * kChunkCols;  // 512: the K of a chunk; H must be a multiple of it
+constexpr int kTile = 32;             // tokens per block iteration (two m16 mma tiles)
+constexpr int kMTiles = kTile / 16;
+constexpr int kNTiles = 9;            // 3 parts x 24 rows / 8
+constexpr int kXStride = kSliceK + 8; // padded smem row (conflict-free 32-bit fragment loads)
+constexpr int kPartial = kRows + 1;   // 24 dots + sum of squares
+constexpr int kThreadsB = 256;       // collapse_kernel / post_kernel block
+constexpr int kMaxH = 16384;          // the largest H of this path (partials sum, fragments)
+constexpr int kMaxChunks = kMaxH / kChunkCols;  // 128
+constexpr int kSliceTokens = 1920;   // default tokens per slice where a collapse follows (Workspace option)
+constexpr int kScratchTokens = 16384; // tokens of partials the default workspace holds at kScratchChunks
+constexpr int kScratchChunks = 7168 / kChunkCols;  // 56: the chunks of the largest shipped H
+constexpr int kPartialSplit = 8;      // chunk groups the collapse sums in parallel
+
+// mix_kernel (src/cuda/n4/mix_kernel.cu): roles, ring and shared-memory layout.
+constexpr int kPostWarps = 16;
+constexpr int kPostThreads = kPostWarps * 32;
+constexpr int kMmaWarps = kN;          // one per stream of the chunk
+constexpr int kMmaThreads = kMmaWarps * 32;
+constexpr int kThreadsA = kPostThreads + kMmaThreads;  // 640
+constexpr int kMmaSteps = kChunkCols / 16;             // k16 steps per mma warp
+constexpr int kStages = 3;
+constexpr int kMmaBar = 1;  // the mma warps' named barrier (0 is __syncthreads)
+// A stage: the streams [32 tokens][kXStride] (bf16, row = the 512 k's of the chunk, padded),
+// layer_output [32][16 vectors], mixes [32][20] (post[4], comb[16]).
+constexpr int kStageRes = kTile * kXStride * 2;            // 32.5 KB
+constexpr int kStageLo = kTile * kChunkCols * 2;           // 8 KB
+constexpr int kStageMix = kTile * (kN + kN * kN) * 4;      // 2.5 KB
+constexpr int kStageBytes = kStageRes + kStageLo + kStageMix;
+constexpr int kFragWords = kMmaWarps * kMmaSteps * kNTiles * 32;  // uint2 per chunk (72 KB)
+constexpr int kFragBytes = kFragWords * 8;
+constexpr int kRedFloats = kMmaWarps * kTile * kRows;      // [4 warps][32 tokens][24]
+constexpr int kMixSmem = kStages * kStageBytes + kFragBytes + 2 * kRedFloats * 4;
+static_assert(kStageBytes % 16 == 0 && kFragBytes % 16 == 0, "smem layout");
+static_assert(kMixSmem <= 227 * 1024, "mix_kernel shared memory");
+static_assert(kPostThreads == kTile * (kChunkCols / 8), "one post thread per (token, 8 columns)");
+
+struct N4Params {
+  int64_t T;                 // tokens in this launch (a slice)
+  int64_t H;
+  int32_t chunks;            // H / 128
+  // phase A inputs
+  bool has_post;
+  const bf16_t* residual; int64_t residual_stride; int64_t res_stream_stride;  // 0: broadcast
+  const bf16_t* layer_output; int64_t layer_output_stride;
+  const float* post_mix; int64_t post_mix_stride;
+  const float* comb_mix; int64_t comb_mix_stride;
+  const uint2* fn_frag;      // [chunks][4 mma warps][8 k16 steps][9 ntiles][32 lanes]
+  bf16_t* residual_out; int64_t residual_out_stride;  // post output, or materialised copies
+  float* partials;           // [T][chunks][25]
+  // phase B
+  bool has_mixes, has_collapse;
+  PreSource pre_source;
+  bool head_mean;
+  const float* pre_mix_in; int64_t pre_mix_in_stride;
+  const bf16_t* x; int64_t x_stride; int64_t x_stream_stride;  // the streams the collapse reads
+  const bf16_t* rmsnorm_weight; float rmsnorm_eps;
+  bf16_t* layer_input; int64_t layer_input_stride;
+  EpilogueParams epi;
+  float inv_k;
+};
+}  // namespace mhc::cuda::n4

@@ -1,0 +1,144 @@
+// src/cuda/n4/plan.cu - the n = 4 variant's host side: which problems it supports, the one
+// N4Params of a problem, and the plan: post alone runs post_kernel; every other operator runs
+// mix_kernel (where it has a mixes stage) then collapse_kernel, over token slices that fit the
+// workspace's partials.
+#include "src/cuda/n4/kernels.hpp"
+#include "src/cuda/variants.hpp"
+
+namespace mhc::cuda {
+
+using namespace n4;
+
+namespace {
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+bool rows16(const void* ptr, int64_t stride) { return ptr == nullptr || (aligned16(ptr) && stride % 8 == 0); }
+
+// Offsets every token-indexed pointer of `p` by `t0` tokens.
+N4Params slice(N4Params p, int64_t t0, int64_t count) {
+  p.T = count;
+  if (p.residual) p.residual += t0 * p.residual_stride;
+  if (p.layer_output) p.layer_output += t0 * p.layer_output_stride;
+  if (p.post_mix) p.post_mix += t0 * p.post_mix_stride;
+  if (p.comb_mix) p.comb_mix += t0 * p.comb_mix_stride;
+  if (p.residual_out) p.residual_out += t0 * p.residual_out_stride;
+  if (p.pre_mix_in) p.pre_mix_in += t0 * p.pre_mix_in_stride;
+  if (p.x) p.x += t0 * p.x_stride;
+  if (p.layer_input) p.layer_input += t0 * p.layer_input_stride;
+  if (p.epi.pre_mix_out) p.epi.pre_mix_out += t0 * p.epi.pre_mix_out_stride;
+  if (p.epi.post_mix_out) p.epi.post_mix_out += t0 * p.epi.post_mix_out_stride;
+  if (p.epi.comb_mix_out) p.epi.comb_mix_out += t0 * p.epi.comb_mix_out_stride;
+  return p;
+}
+
+}  // namespace
+
+LaunchCtx launch_ctx(const detail::Problem& p) {
+  LaunchCtx ctx;
+  ctx.stream = static_cast<cudaStream_t>(p.stream);
+  ctx.pdl = p.workspace->cc_major >= 9;
+  ctx.num_sms = p.workspace->num_sms;
+  return ctx;
+}
+
+bool n4_supports(const detail::Problem& p) {
+  if (p.device.type != DeviceType::kCUDA || p.n != kN || p.H % kSliceK != 0 || p.H > kMaxH) return false;
+  if (p.has_mixes_stage() && (p.weights == nullptr || p.weights->d_fn_frag == nullptr)) return false;
+  if (p.has_mixes_stage() && p.workspace != nullptr && !p.workspace->n4_mix) return false;
+  return rows16(p.residual, p.residual_stride) && rows16(p.layer_output, p.layer_output_stride) &&
+         rows16(p.residual_out, p.residual_out_stride) && rows16(p.layer_input, p.layer_input_stride) &&
+         (p.rmsnorm_weight == nullptr || aligned16(p.rmsnorm_weight));
+}
+
+N4Params n4_params(const detail::Problem& p) {
+  N4Params k{};
+  k.T = p.T;
+  k.H = p.H;
+  k.chunks = static_cast<int32_t>(p.H / kChunkCols);
+  k.has_post = p.has_post_stage();
+  k.residual = p.residual;
+  k.residual_stride = p.residual_stride;
+  k.res_stream_stride = p.residual_broadcast ? 0 : p.H;
+  k.layer_output = p.layer_output;
+  k.layer_output_stride = p.layer_output_stride;
+  k.post_mix = p.post_mix;
+  k.post_mix_stride = p.post_mix_stride;
+  k.comb_mix = p.comb_mix;
+  k.comb_mix_stride = p.comb_mix_stride;
+  k.residual_out = p.residual_out;
+  k.residual_out_stride = p.residual_out_stride;
+  k.has_mixes = p.has_mixes_stage();
+  k.has_collapse = p.has_collapse_stage();
+  k.pre_source = p.pre_source;
+  k.head_mean = p.mean_head();
+  k.pre_mix_in = p.pre_mix_in;
+  k.pre_mix_in_stride = p.pre_mix_in_stride;
+  // The collapse reads the new residual (post_pre), or the input streams.
+  if (k.has_post) {
+    k.x = p.residual_out;
+    k.x_stride = p.residual_out_stride;
+    k.x_stream_stride = p.H;
+  } else {
+    k.x = p.residual;
+    k.x_stride = p.residual_stride;
+    k.x_stream_stride = k.res_stream_stride;
+  }
+  k.rmsnorm_weight = p.rmsnorm_weight;
+  k.rmsnorm_eps = p.rmsnorm_eps;
+  k.layer_input = p.layer_input;
+  k.layer_input_stride = p.layer_input_stride;
+  k.epi = make_epilogue(p);
+  k.inv_k = 1.0f / static_cast<float>(kN * p.H);
+  if (p.weights != nullptr) k.fn_frag = reinterpret_cast<const uint2*>(p.weights->d_fn_frag);
+  k.partials = static_cast<float*>(p.workspace->scratch);
+
+  return k;
+}
+
+void n4_run(const detail::Problem& p) {
+  MHC_CHECK(n4_supports(p), detail::op_name(p.op), ": cuda_n4 does not support this call");
+  MHC_CHECK(p.workspace != nullptr && p.workspace->scratch != nullptr, detail::op_name(p.op),
+            ": cuda_n4 needs a workspace (mhc::Workspace::create)");
+  const N4Params k = n4_params(p);
+  const LaunchCtx ctx = launch_ctx(p);
+  if (p.op == detail::Op::kPost) {
+    launch_post_kernel(k, ctx);
+    return;
+  }
+  // Token slices that fit the workspace's partials (multiples of the 32-token tile).
+  const int64_t capacity = static_cast<int64_t>(p.workspace->scratch_bytes / sizeof(float));
+  int64_t slice_tokens = capacity / (static_cast<int64_t>(k.chunks) * kPartial);
+  slice_tokens -= slice_tokens % kTile;
+  MHC_CHECK(slice_tokens >= kTile || !k.has_mixes, detail::op_name(p.op),
+            ": workspace too small for H = ", p.H);
+  if (!k.has_mixes) slice_tokens = p.T;
+  // With a collapse, slices of kSliceTokens (the fastest measured length, docs/performance.md),
+  // or the workspace's slice option. The slicing never changes a token's result (batch
+  // invariance): each token's arithmetic is the same in every slice.
+  const int64_t forced = k.has_mixes ? p.workspace->n4_slice_tokens / kTile * kTile : 0;
+  const int64_t wanted = forced > 0 ? forced : k.has_mixes && k.has_collapse ? kSliceTokens : 0;
+  if (wanted > 0 && wanted < slice_tokens) slice_tokens = wanted;
+  for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
+    const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
+    const N4Params s = slice(k, t0, count);
+    if (s.has_mixes) launch_mix_kernel(s, ctx);
+    launch_collapse_kernel(s, ctx);
+  }
+}
+
+bool n4_configure_device() {
+  int device = 0;
+  MHC_CUDA_CHECK(cudaGetDevice(&device));
+  return configure_mix_kernel(device);
+}
+
+size_t n4_scratch_bytes(int64_t max_tokens) {
+  // One slice holds up to min(max_tokens, kScratchTokens) tokens at kScratchChunks chunks;
+  // larger H or T run as several slices. Never less than one tile at the largest H.
+  const int64_t tokens = max_tokens < kScratchTokens ? max_tokens : kScratchTokens;
+  const int64_t floats = tokens * kScratchChunks * kPartial;
+  const int64_t minimum = static_cast<int64_t>(kTile) * kMaxChunks * kPartial;
+  return static_cast<size_t>(floats > minimum ? floats : minimum) * sizeof(float);
+}
+
+}  // namespace mhc::cuda
