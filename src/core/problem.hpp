@@ -22,7 +22,7 @@ namespace mhc::detail {
 using bf16_t = uint16_t;  // raw bf16 bits; kernels reinterpret as __nv_bfloat16
 
 enum class Op { kMixes, kCollapse, kPre, kPreBroadcast, kPost, kPostPre, kHead };
-const char* op_name(Op op);
+const char* op_name(Op op);  // "mixes", "post_pre", ... (src/core/problem.cpp)
 
 struct Problem {
   Op op = Op::kMixes;

@@ -6,8 +6,7 @@
 #include <vector>
 
 #include "src/core/prepared.hpp"
-
-#include "src/registry/registry.hpp"
+#include "src/registry/variant.hpp"
 
 namespace mhc::cuda {
 

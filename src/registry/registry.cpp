@@ -1,4 +1,5 @@
-// src/registry/registry.cpp - the variant list (explicit, in priority order) and selection.
+// src/registry/registry.cpp - the variant list of this build (the CUDA rows of src/cuda/variants.cu,
+// then the CPU reference rows written here), selection, and mhc::list_variants().
 #include "src/registry/registry.hpp"
 
 #include <cstring>
@@ -13,19 +14,6 @@
 #endif
 
 namespace mhc::detail {
-
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::kMixes: return "mixes";
-    case Op::kCollapse: return "collapse";
-    case Op::kPre: return "pre";
-    case Op::kPreBroadcast: return "pre_broadcast";
-    case Op::kPost: return "post";
-    case Op::kPostPre: return "post_pre";
-    case Op::kHead: return "head";
-  }
-  return "?";
-}
 
 namespace {
 
