@@ -1002,10 +1002,9 @@ TEST_P(GpuBatch, TokenAloneAndInSliceEqualBatch) {
   MHC_REQUIRE_GPU();
   const int mi = GetParam();
   const Mode& m = modes()[static_cast<size_t>(mi)];
-  // T = 600 runs the n4 large-T kernels in three slices (256 + 256 + 88 tokens: the workspace
-  // is made with MHC_N4_SLICE_TOKENS=256); a token alone and the 19-token slice run the small-T
-  // ones: equal bits across all. (The default 1920-token slices are crossed by the grid's
-  // T = 4096 cases.)
+  // T = 600 runs the n4 plan in three slices (256 + 256 + 88 tokens: WorkspaceOptions::
+  // n4_slice_tokens = 256); a token alone and the 19-token slice run decode_kernel: equal bits
+  // across all. (The default 1920-token slices are crossed by the grid's T = 4096 cases.)
   constexpr int64_t kT = 600, kSliceStart = 37, kSliceLen = 19;
   const std::vector<int64_t> alone = {0, 1, 2, 37, 63, 64, 65, 100, 127, 300, 447, 448, 599};
   const std::vector<std::pair<int, int64_t>> shapes = {{4, 4096}, {4, 5120}, {4, 7168}, {4, 1000},
@@ -1019,16 +1018,12 @@ TEST_P(GpuBatch, TokenAloneAndInSliceEqualBatch) {
     Case one = make_case(m, n, H, 1, seed);
     Case slice = make_case(m, n, H, kSliceLen, seed);
     const Weights w = make_weights(m, n, H, seed, false);
-    // MHC_N4_SLICE_TOKENS is read once, by Workspace::create; the caller's value is restored.
-    const char* outer = std::getenv("MHC_N4_SLICE_TOKENS");
-    const std::string saved = outer != nullptr ? outer : "";
-    setenv("MHC_N4_SLICE_TOKENS", "256", 1);
-    mhc::Workspace ws = mhc::Workspace::create(gpu(), kT);
-    if (outer != nullptr) {
-      setenv("MHC_N4_SLICE_TOKENS", saved.c_str(), 1);
-    } else {
-      unsetenv("MHC_N4_SLICE_TOKENS");
-    }
+    // n4 slices of 256 tokens; the default decode limit (64): T = 1 and 19 run decode_kernel by
+    // default, T = 600 the multi-kernel plan, so the default path crosses the decode threshold.
+    mhc::WorkspaceOptions opt;
+    opt.max_tokens = kT;
+    opt.n4_slice_tokens = 256;
+    mhc::Workspace ws = mhc::Workspace::create(gpu(), opt);
     for (const std::string& v : variants_and_default(m.op)) {
       const std::string lbl = label_of(m.op, v);
       batch.poison_outputs();

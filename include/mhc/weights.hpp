@@ -64,6 +64,20 @@ PreparedWeights prepare(const MixWeightsView& w, int32_t n, int64_t H, Device de
 /// @brief Prepares the learned head weights (fn [n,K], scale [1], base [n]) for `device`.
 PreparedWeights prepare_head(const HeadWeightsView& w, int32_t n, int64_t H, Device device);
 
+/// @brief How a workspace is made: its capacity and the tuning knobs of the CUDA kernels (the
+/// one place they are set; docs/performance.md says what each measured). Results never depend
+/// on the knobs: every variant gives the same bits for any slicing (batch invariance).
+struct WorkspaceOptions {
+  int64_t max_tokens = 0;        ///< largest T a call takes in one piece (larger T run in slices)
+  int32_t max_n = kMaxStreams;   ///< largest n of the calls it serves (checked at each call)
+  /// Tokens per slice of the n = 4 mix kernels where a collapse follows (a multiple of 32); 0:
+  /// the default (1920).
+  int64_t n4_slice_tokens = 0;
+  /// Largest T of the one-launch decode kernel (n = 4); 0: the default (64); -1: decode off, the
+  /// dispatcher then runs the multi-kernel plans at every T.
+  int64_t decode_max_tokens = 0;
+};
+
 /// @brief Device scratch memory for the split reductions of the CUDA kernels.
 ///
 /// Created explicitly, before use (spec section 7): operators never allocate, so they work on
@@ -77,10 +91,13 @@ class Workspace {
   /// @brief Allocates scratch for calls of up to `max_tokens` tokens with up to `n` streams on
   /// `device`, and initialises it (synchronously: call this before capturing a graph).
   static Workspace create(Device device, int64_t max_tokens, int32_t max_n = kMaxStreams);
+  /// @brief The same, with every option named (WorkspaceOptions).
+  static Workspace create(Device device, const WorkspaceOptions& options);
 
   bool valid() const { return impl_ != nullptr; }
   Device device() const;
   int64_t max_tokens() const;
+  int32_t max_n() const;
   Impl& impl() const { return *impl_; }
 
  private:

@@ -144,6 +144,8 @@ void Checker::exec(const Exec& e) {
               ": exec.workspace: expected a workspace (mhc::Workspace::create) for a CUDA call, got none");
     MHC_CHECK(e.workspace->device() == device_, op_name_, ": exec.workspace: expected a workspace on ",
               device_name(device_), ", got one on ", device_name(e.workspace->device()));
+    MHC_CHECK(config_.n <= e.workspace->max_n(), op_name_, ": exec.workspace: made for n <= ",
+              e.workspace->max_n(), " (WorkspaceOptions::max_n), got a call with n = ", config_.n);
   }
 }
 

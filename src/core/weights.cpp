@@ -17,6 +17,7 @@ Device PreparedWeights::device() const { return impl_->device; }
 
 Device Workspace::device() const { return impl_->device; }
 int64_t Workspace::max_tokens() const { return impl_->max_tokens; }
+int32_t Workspace::max_n() const { return impl_->max_n; }
 
 namespace {
 
@@ -98,14 +99,27 @@ PreparedWeights prepare_head(const HeadWeightsView& weights, int32_t n, int64_t 
 }
 
 Workspace Workspace::create(Device device, int64_t max_tokens, int32_t max_n) {
-  MHC_CHECK(max_tokens >= 0, "Workspace::create: max_tokens must be >= 0, got ", max_tokens);
-  MHC_CHECK(max_n >= 1 && max_n <= kMaxStreams, "Workspace::create: max_n must be in 1..",
-            kMaxStreams, ", got ", max_n);
+  WorkspaceOptions o;
+  o.max_tokens = max_tokens;
+  o.max_n = max_n;
+  return create(device, o);
+}
+
+Workspace Workspace::create(Device device, const WorkspaceOptions& o) {
+  MHC_CHECK(o.max_tokens >= 0, "Workspace::create: max_tokens must be >= 0, got ", o.max_tokens);
+  MHC_CHECK(o.max_n >= 1 && o.max_n <= kMaxStreams, "Workspace::create: max_n must be in 1..",
+            kMaxStreams, ", got ", o.max_n);
+  MHC_CHECK(o.n4_slice_tokens >= 0 && o.n4_slice_tokens % 32 == 0,
+            "Workspace::create: n4_slice_tokens must be 0 or a positive multiple of 32, got ", o.n4_slice_tokens);
+  MHC_CHECK(o.decode_max_tokens >= -1 && o.decode_max_tokens <= 128,
+            "Workspace::create: decode_max_tokens must be in -1..128, got ", o.decode_max_tokens);
   Workspace ws;
   ws.impl_ = std::make_shared<Impl>();
   ws.impl_->device = device;
-  ws.impl_->max_tokens = max_tokens;
-  ws.impl_->max_n = max_n;
+  ws.impl_->max_tokens = o.max_tokens;
+  ws.impl_->max_n = o.max_n;
+  ws.impl_->n4_slice_tokens = o.n4_slice_tokens;
+  ws.impl_->decode_max_tokens = o.decode_max_tokens;
   if (device.type == DeviceType::kCUDA) detail::cuda_create_workspace(*ws.impl_);
   return ws;
 }

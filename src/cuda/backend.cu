@@ -1,7 +1,6 @@
 // src/cuda/backend.cu - device-side weight upload, workspace allocation, device queries.
 //
 // Everything here runs at load time (prepare, Workspace::create), never per call.
-#include <cstdlib>
 #include <vector>
 
 #include "src/core/cuda_hooks.hpp"
@@ -94,19 +93,26 @@ void cuda_upload_weights(PreparedWeights::Impl& w) {
 void cuda_create_workspace(Workspace::Impl& ws) {
   MHC_CHECK(ws.device.id >= 0 && ws.device.id < cuda_device_count(), "Workspace::create: device ",
             device_name(ws.device), " is not a visible CUDA device (", cuda_device_count(), " visible)");
-  ws.scratch_bytes = cuda::n4_scratch_bytes(ws.max_tokens);
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&ws.num_sms, cudaDevAttrMultiProcessorCount, ws.device.id));
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&ws.cc_major, cudaDevAttrComputeCapabilityMajor, ws.device.id));
   {
     const DeviceGuard guard(ws.device.id);
     ws.n4_mix = cuda::n4_configure_device();
   }
-  // A tuning override for benchmarks (docs/performance.md): the n4 kernels' tokens per slice.
-  // Results do not depend on it (batch invariance); it is read once, here.
-  if (const char* env = std::getenv("MHC_N4_SLICE_TOKENS")) ws.n4_slice_tokens = std::atoll(env);
-  ws.device_memory = device_alloc(ws.device, ws.scratch_bytes);
+  // The one-launch decode kernel's token limit (its partials are part of the scratch).
+  const int64_t asked = ws.decode_max_tokens == 0 ? cuda::n4_decode_default_tokens() : ws.decode_max_tokens;
+  ws.decode_tokens = asked < 0 ? 0 : asked < ws.max_tokens ? asked : ws.max_tokens;
+  ws.scratch_bytes = cuda::n4_scratch_bytes(ws.max_tokens, ws.decode_tokens);
+  // The decode kernel's counters sit after the scratch, 256-byte aligned, zeroed here once.
+  const size_t barrier_offset = (ws.scratch_bytes + 255) / 256 * 256;
+  ws.device_memory = device_alloc(ws.device, barrier_offset + 256);
   ws.scratch = ws.device_memory.get();
-  MHC_CUDA_CHECK(cudaDeviceSynchronize());
+  ws.decode_counters = reinterpret_cast<uint32_t*>(static_cast<unsigned char*>(ws.device_memory.get()) + barrier_offset);
+  {
+    const DeviceGuard guard(ws.device.id);
+    MHC_CUDA_CHECK(cudaMemset(ws.decode_counters, 0, 256));
+    MHC_CUDA_CHECK(cudaDeviceSynchronize());
+  }
 }
 
 }  // namespace mhc::detail

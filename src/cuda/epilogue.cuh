@@ -80,15 +80,24 @@ struct EpilogueParams {
   float* comb_mix_out; int64_t comb_mix_out_stride;
 };
 
+/// The first part of mixes_epilogue: the stream RMS factor r (returned) and the fresh pre, the
+/// one computation of both wherever a kernel needs only the pre (the same bits as the epilogue).
+template <int N>
+__device__ __forceinline__ float mixes_pre(const EpilogueParams& e, const float* dot, float sumsq, float inv_k,
+                                           float (&pre)[N]) {
+  const float r = 1.0f / sqrtf(sumsq * inv_k + e.norm_eps);
+#pragma unroll
+  for (int j = 0; j < N; ++j) pre[j] = sigmoid(dot[j] * r * e.scale[0] + e.base[j]) + e.pre_eps;
+  return r;
+}
+
 /// From the raw dot products dot[r] = x . fn[r] and sum(x^2) of one token, computes
 /// m = dot * r and then pre/post/comb; writes the requested outputs of token t and returns the
 /// fresh pre in `pre`. Runs on one thread.
 template <int N>
 __device__ __forceinline__ void mixes_epilogue(const EpilogueParams& e, const float* dot, float sumsq,
                                                float inv_k, int64_t t, float (&pre)[N]) {
-  const float r = 1.0f / sqrtf(sumsq * inv_k + e.norm_eps);
-#pragma unroll
-  for (int j = 0; j < N; ++j) pre[j] = sigmoid(dot[j] * r * e.scale[0] + e.base[j]) + e.pre_eps;
+  const float r = mixes_pre<N>(e, dot, sumsq, inv_k, pre);
   if (e.head) return;
   if (e.pre_mix_out != nullptr) {
 #pragma unroll

@@ -15,6 +15,9 @@ using detail::bf16_t;
 
 __device__ __forceinline__ uint4 ld16(const bf16_t* p) { return *reinterpret_cast<const uint4*>(p); }
 __device__ __forceinline__ uint4 ldcs16(const bf16_t* p) { return __ldcs(reinterpret_cast<const uint4*>(p)); }
+// L2 only (ld.global.cg): for data another block of the same kernel wrote, or that a kernel
+// overlapping this one (programmatic dependent launch) may have cached in this SM's L1.
+__device__ __forceinline__ uint4 ldcg16(const bf16_t* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
 // One 16-byte store (written in PTX: nvcc split some uint4 stores into four 32-bit ones).
 __device__ __forceinline__ void st16(bf16_t* p, const uint4& v) {
   asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");

@@ -17,6 +17,18 @@ void generic_run(const detail::Problem& p);
 // src/cuda/n4/plan.cu: every operator for n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows.
 bool n4_supports(const detail::Problem& p);
 void n4_run(const detail::Problem& p);
+// src/cuda/n4/plan.cu: the one-launch decode_kernel for ops with a mixes stage, T <= the
+// workspace's decode_tokens; the same bits as n4_run.
+bool n4_decode_supports(const detail::Problem& p);
+void n4_decode_run(const detail::Problem& p);
+// src/cuda/n4/staged.cu: the staged plan (post_kernel -> GEMM stage -> finalize_kernel ->
+// collapse_stream_kernel) for every op but post and pre_broadcast; the same bits as n4_run.
+bool n4_staged_supports(const detail::Problem& p);
+void n4_staged_run(const detail::Problem& p);
+// src/cuda/n4/staged.cu: post alone with one form of post_kernel each (n4_supports).
+void n4_post_flat_run(const detail::Problem& p);
+void n4_post_rows_run(const detail::Problem& p);
+void n4_post_pipelined_run(const detail::Problem& p);
 /// fn split into bf16 hi/mid/lo parts in mma B-fragment order (empty outside the n4 envelope).
 std::vector<uint32_t> n4_fragments(const PreparedWeights::Impl& w);
 /// Sets the kernels' attributes (dynamic shared memory) on the current device; called by
@@ -24,8 +36,12 @@ std::vector<uint32_t> n4_fragments(const PreparedWeights::Impl& w);
 /// little shared memory per block for mix_kernel (225 KB): the n4 variant then declines the
 /// ops with a mixes stage and the generic one runs.
 bool n4_configure_device();
-/// Bytes of workspace scratch the n4 path wants for `max_tokens` (partials of one slice).
-size_t n4_scratch_bytes(int64_t max_tokens);
+/// Bytes of workspace scratch the n4 path wants for `max_tokens` (partials of one slice) and
+/// decode_kernel for `decode_tokens`.
+size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens);
+/// The largest T decode_kernel may take (kDecodeMaxTokens) and its default limit.
+int64_t n4_decode_max_tokens();
+int64_t n4_decode_default_tokens();
 
 }  // namespace mhc::cuda
 

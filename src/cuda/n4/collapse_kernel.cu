@@ -10,11 +10,10 @@
 // shared memory, its sum of squares by block_sum).
 // Accumulation: fp32 partial sums; exact sums for the collapse; fp32 RMS.
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows.
-#include "src/cuda/exact_sum.cuh"
+#include "src/cuda/n4/collapse_row.cuh"
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/kernels.hpp"
 #include "src/cuda/ptx.cuh"
-#include "src/cuda/reduce.cuh"
 
 namespace mhc::cuda::n4 {
 
@@ -75,77 +74,7 @@ __global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_MIN_BLOCKS) collapse_k
   if (!p.has_collapse) return;
   if (tid < kN && p.pre_source == PreSource::kCarried) s_pre[tid] = p.pre_mix_in[t * p.pre_mix_in_stride + tid];
   __syncthreads();
-  const int64_t vecs = p.H / 8;
-  const bf16_t* x = p.x + t * p.x_stride;
-  bf16_t* dst = p.layer_input + t * p.layer_input_stride;
-  uint4* row = reinterpret_cast<uint4*>(row_smem);
-  const bool fold = p.rmsnorm_weight != nullptr;
-  const bool weighted = p.pre_source != PreSource::kIdentity && !p.head_mean;
-  float pre[kN];
-#pragma unroll
-  for (int j = 0; j < kN; ++j) pre[j] = weighted ? s_pre[j] : 0.0f;
-  const float pre_scale = sum_error_scale(pre);
-  float sq[1] = {0.0f};
-  for (int64_t v = tid; v < vecs; v += kThreadsB) {
-    uint4 u;
-    if (p.pre_source == PreSource::kIdentity) {
-      u = ld16(x + v * 8);
-    } else if (weighted) {
-      // Each output rounded once from the exact sum, adjacent columns certified together
-      // (exact_sum_bf16x2); the streams are read for the last time here (streaming loads).
-      uint4 r[kN];
-#pragma unroll
-      for (int j = 0; j < kN; ++j) r[j] = ldcs16(x + j * p.x_stream_stride + v * 8);
-      uint32_t w[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float v0[kN], v1[kN], abs0, abs1;
-        column_pair(r, i, v0, v1, abs0, abs1);
-        w[i] = exact_sum_bf16x2(pre, v0, v1, sum_error_bound(pre_scale, abs0), sum_error_bound(pre_scale, abs1));
-      }
-      u = make_uint4(w[0], w[1], w[2], w[3]);
-    } else {
-      // the mean head: the exact sum (double), divided by n, rounded once
-      double acc[8];
-      float f[8];
-      unpack8(ld16(x + v * 8), f);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[e] = f[e];
-#pragma unroll
-      for (int j = 1; j < kN; ++j) {
-        unpack8(ld16(x + j * p.x_stream_stride + v * 8), f);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] += f[e];
-      }
-      uint32_t w[4];
-#pragma unroll
-      for (int e = 0; e < 8; e += 2) {
-        w[e / 2] = static_cast<uint32_t>(double_to_bf16_bits(acc[e] / kN)) |
-                   (static_cast<uint32_t>(double_to_bf16_bits(acc[e + 1] / kN)) << 16);
-      }
-      u = make_uint4(w[0], w[1], w[2], w[3]);
-    }
-    if (!fold) {
-      st16(dst + v * 8, u);
-    } else {
-      row[v] = u;  // read back below by this thread only
-      float f[8];
-      unpack8(u, f);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) sq[0] = fmaf(f[e], f[e], sq[0]);
-    }
-  }
-  if (!fold) return;
-  block_sum(sq, scratch);
-  const float inv = 1.0f / sqrtf(sq[0] / static_cast<float>(p.H) + p.rmsnorm_eps);
-  for (int64_t v = tid; v < vecs; v += kThreadsB) {
-    float f[8], w[8], y[8];
-    unpack8(row[v], f);
-    unpack8(ld16(p.rmsnorm_weight + v * 8), w);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) y[e] = f[e] * inv * w[e];
-    st16(dst + v * 8, pack8(y));
-  }
+  collapse_row(p, t, s_pre, row_smem, scratch);
 }
 
 }  // namespace

@@ -126,19 +126,36 @@ void n4_run(const detail::Problem& p) {
   }
 }
 
+bool n4_decode_supports(const detail::Problem& p) {
+  return n4_supports(p) && p.has_mixes_stage() && p.workspace != nullptr && p.T <= p.workspace->decode_tokens;
+}
+
+void n4_decode_run(const detail::Problem& p) {
+  MHC_CHECK(n4_decode_supports(p), detail::op_name(p.op), ": cuda_n4_decode does not support this call (T = ", p.T,
+            ", the workspace's decode limit ", p.workspace != nullptr ? p.workspace->decode_tokens : 0, ")");
+  if (p.T == 0) return;
+  launch_decode_kernel(n4_params(p), static_cast<float*>(p.workspace->scratch), p.workspace->decode_counters,
+                       launch_ctx(p));
+}
+
 bool n4_configure_device() {
   int device = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&device));
   return configure_mix_kernel(device);
 }
 
-size_t n4_scratch_bytes(int64_t max_tokens) {
+size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens) {
   // One slice holds up to min(max_tokens, kScratchTokens) tokens at kScratchChunks chunks;
   // larger H or T run as several slices. Never less than one tile at the largest H.
   const int64_t tokens = max_tokens < kScratchTokens ? max_tokens : kScratchTokens;
   const int64_t floats = tokens * kScratchChunks * kPartial;
   const int64_t minimum = static_cast<int64_t>(kTile) * kMaxChunks * kPartial;
-  return static_cast<size_t>(floats > minimum ? floats : minimum) * sizeof(float);
+  const size_t n4 = static_cast<size_t>(floats > minimum ? floats : minimum) * sizeof(float);
+  const size_t decode = decode_scratch_bytes(decode_tokens);
+  return n4 > decode ? n4 : decode;
 }
+
+int64_t n4_decode_max_tokens() { return kDecodeMaxTokens; }
+int64_t n4_decode_default_tokens() { return kDecodeDefaultTokens; }
 
 }  // namespace mhc::cuda
