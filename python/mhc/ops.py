@@ -349,6 +349,8 @@ class Variant(NamedTuple):
     id: str        #: "<op>.<variant>"
     device: str    #: "cpu" or "cuda"
     envelope: str  #: what its supports() accepts, in words
+    kernels: str   #: the plan: the kernels it runs, in order ("mix_kernel -> collapse_kernel")
+    family: str    #: variants of one family give bit-identical outputs
 
 
 def list_variants():

@@ -331,7 +331,9 @@ NB_MODULE(_mhc, m) {
 
   m.def("list_variants", [] {
     nb::list out;
-    for (const mhc::VariantInfo& v : mhc::list_variants()) out.append(nb::make_tuple(v.id, v.device, v.envelope));
+    for (const mhc::VariantInfo& v : mhc::list_variants()) {
+      out.append(nb::make_tuple(v.id, v.device, v.envelope, v.kernels, v.family));
+    }
     return out;
   });
   m.def("cuda_available", &mhc::cuda_available);
