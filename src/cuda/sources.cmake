@@ -9,4 +9,8 @@ set(MHC_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/n4/mix_kernel.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/collapse_kernel.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/post_kernel.cu
+  ${CMAKE_CURRENT_LIST_DIR}/n4/finalize_kernel.cu
+  ${CMAKE_CURRENT_LIST_DIR}/n4/collapse_stream_kernel.cu
+  ${CMAKE_CURRENT_LIST_DIR}/n4/staged.cu
+  ${CMAKE_CURRENT_LIST_DIR}/n4/decode_kernel.cu
 )

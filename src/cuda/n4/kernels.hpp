@@ -17,7 +17,32 @@ void launch_mix_kernel(const N4Params& p, const LaunchCtx& ctx);
 bool configure_mix_kernel(int device);
 /// collapse_kernel (collapse_kernel.cu): epilogue of the partials (p.has_mixes) and collapse.
 void launch_collapse_kernel(const N4Params& p, const LaunchCtx& ctx);
-/// post_kernel (post_kernel.cu): post alone.
-void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx);
+/// post_kernel (post_kernel.cu): post alone. `variant` picks the kernel's form (same bits):
+/// kPostFlat one thread per (token, 8 columns), grid-stride; kPostRows a block per token row,
+/// the token's weights once; kPostPipelined kPostRows with the next step's loads in flight.
+enum PostVariant : int { kPostFlat = 0, kPostRows = 1, kPostPipelined = 2 };
+constexpr int kPostDefault = kPostPipelined;
+void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant = kPostDefault);
+/// finalize_kernel (finalize_kernel.cu): the canonical sums of the partials of p.T tokens and
+/// the mixes epilogue; writes the requested mixes and, where `pre` is not null, the fresh pre
+/// [p.T][4] (slice-relative) for collapse_stream_kernel.
+void launch_finalize_kernel(const N4Params& p, float* pre, const LaunchCtx& ctx);
+/// collapse_stream_kernel (collapse_stream_kernel.cu): the collapse alone, with the carried
+/// (p.pre_mix_in), identity or mean-head pre and the optional RMSNorm fold.
+void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx);
+/// decode_kernel (decode_kernel.cu): a whole op with a mixes stage in one launch, T <= 128.
+/// scratch: decode_scratch_bytes(T); counters: the workspace's [3] counters, zero between
+/// launches (the kernel leaves them so). One launch at a time per workspace.
+void launch_decode_kernel(const N4Params& p, float* scratch, uint32_t* counters, const LaunchCtx& ctx);
+/// Workspace bytes decode_kernel needs for `tokens` tokens at the largest H.
+size_t decode_scratch_bytes(int64_t tokens);
 
 }  // namespace mhc::cuda::n4
+
+namespace mhc::cuda {
+
+// src/cuda/n4/plan.cu: the launch context and the N4Params of a problem (the whole batch).
+LaunchCtx launch_ctx(const detail::Problem& p);
+n4::N4Params n4_params(const detail::Problem& p);
+
+}  // namespace mhc::cuda

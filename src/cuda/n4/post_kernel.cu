@@ -1,8 +1,19 @@
 // src/cuda/n4/post_kernel.cu - post alone for n = 4: residual_out[t,k,:] =
 // bf16(post[k] * layer_output[t,:] + sum_j comb[j,k] * residual[t,j,:]).
 //
-// Grid mapping: one thread per (token, 8-column vector) of all 4 streams, grid-stride over
-// tokens x vectors (at most 16 blocks of 256 threads per multiprocessor).
+// Three forms of one computation (launch_post_kernel's `variant`, src/cuda/n4/kernels.hpp); each
+// output is post8's exact sum rounded once, so all give the same bits:
+//   kPostFlat       one thread per (token, 8-column vector) of all 4 streams, grid-stride over
+//                   tokens x vectors (at most 16 blocks of 256 threads per multiprocessor); the
+//                   token's 20 mixes are read per vector.
+//   kPostRows       a block per token row (grid-stride over tokens): thread tid owns vectors
+//                   v = tid, tid + 256, ...; the token's mixes and post weights once per row; the
+//                   loads of kPostBatch vectors issued before any arithmetic.
+//   kPostPipelined  kPostRows, each thread's (token, vector) steps in sequence with the loads of
+//                   the next step (and the next token's mixes) in flight during this step's
+//                   arithmetic.
+// The residual and layer_output are streamed (read once: evict-first loads); residual_out is
+// stored normally (the staged plan re-reads it).
 // Accumulation: post8 (src/cuda/n4/post8.cuh), each output the exact sum rounded once.
 // Envelope: n = 4, H % 8 == 0 within the n = 4 envelope, 16-byte aligned rows; the residual may
 // be the broadcast [T,H] form (res_stream_stride 0).
@@ -15,8 +26,12 @@ namespace mhc::cuda::n4 {
 
 namespace {
 
-/// post alone: one thread per (token, 8 columns), all 4 streams.
-__global__ void __launch_bounds__(kThreadsB, 3) post_kernel(const N4Params p) {
+constexpr int kPostBatch = 2;        // kPostRows: vectors per thread whose loads are issued together
+constexpr int kPostRowsBlocks = 2;   // kPostRows / kPostPipelined: resident blocks per multiprocessor
+constexpr int kMixes = kN + kN * kN; // post[4], comb[16] of a token
+
+/// post alone, kPostFlat: one thread per (token, 8 columns), all 4 streams.
+__global__ void __launch_bounds__(kThreadsB, 3) post_flat_kernel(const N4Params p) {
   pdl_launch_dependents();
   pdl_wait();
   const int64_t vecs = p.H / 8;
@@ -41,14 +56,127 @@ __global__ void __launch_bounds__(kThreadsB, 3) post_kernel(const N4Params p) {
   }
 }
 
+// The loaded terms of one (token, vector): the 4 streams and the layer output.
+struct PostIn {
+  uint4 r[kN];
+  uint4 lo;
+};
+
+// Streaming loads of vector v of token t (a broadcast residual is one row, loaded once).
+__device__ __forceinline__ PostIn load_post_in(const N4Params& p, int64_t t, int64_t v) {
+  PostIn in;
+  const bf16_t* res = p.residual + t * p.residual_stride + v * 8;
+  if (p.res_stream_stride == 0) {
+    in.r[0] = ldcs16(res);
+#pragma unroll
+    for (int j = 1; j < kN; ++j) in.r[j] = in.r[0];
+  } else {
+#pragma unroll
+    for (int j = 0; j < kN; ++j) in.r[j] = ldcs16(res + j * p.res_stream_stride);
+  }
+  in.lo = ldcs16(p.layer_output + t * p.layer_output_stride + v * 8);
+  return in;
+}
+
+__device__ __forceinline__ void load_mixes(const N4Params& p, int64_t t, float (&mix)[kMixes]) {
+#pragma unroll
+  for (int j = 0; j < kN; ++j) mix[j] = __ldg(p.post_mix + t * p.post_mix_stride + j);
+#pragma unroll
+  for (int j = 0; j < kN * kN; ++j) mix[kN + j] = __ldg(p.comb_mix + t * p.comb_mix_stride + j);
+}
+
+__device__ __forceinline__ void post_store(const N4Params& p, int64_t t, int64_t v, const uint4 (&out)[kN]) {
+  bf16_t* dst = p.residual_out + t * p.residual_out_stride + v * 8;
+#pragma unroll
+  for (int j = 0; j < kN; ++j) st16(dst + j * p.H, out[j]);
+}
+
+/// post alone, kPostRows: a block per token row, the row's weights once.
+__global__ void __launch_bounds__(kThreadsB, kPostRowsBlocks) post_rows_kernel(const N4Params p) {
+  pdl_launch_dependents();
+  pdl_wait();
+  const int tid = threadIdx.x;
+  const int64_t vecs = p.H / 8;
+  for (int64_t t = blockIdx.x; t < p.T; t += gridDim.x) {
+    float mix[kMixes];
+    load_mixes(p, t, mix);
+    const PostWeights pw = post_weights(mix, mix + kN);
+    for (int64_t v0 = tid; v0 < vecs; v0 += kPostBatch * kThreadsB) {
+      PostIn in[kPostBatch];
+#pragma unroll
+      for (int q = 0; q < kPostBatch; ++q) {
+        const int64_t v = v0 + q * kThreadsB;
+        in[q] = load_post_in(p, t, v < vecs ? v : v0);
+      }
+#pragma unroll
+      for (int q = 0; q < kPostBatch; ++q) {
+        const int64_t v = v0 + q * kThreadsB;
+        if (v < vecs) {
+          uint4 out[kN];
+          post8(pw, in[q].r, in[q].lo, out);
+          post_store(p, t, v, out);
+        }
+      }
+    }
+  }
+}
+
+/// post alone, kPostPipelined: thread tid's steps (token t, vector tid + 256 q) in sequence,
+/// tokens t = blockIdx.x, blockIdx.x + gridDim.x, ...; step s + 1's loads are issued before
+/// step s's arithmetic, and the next token's mixes with the last step of a row.
+__global__ void __launch_bounds__(kThreadsB, kPostRowsBlocks) post_pipelined_kernel(const N4Params p) {
+  pdl_launch_dependents();
+  pdl_wait();
+  const int tid = threadIdx.x;
+  const int64_t vecs = p.H / 8;
+  int64_t t = blockIdx.x;
+  if (tid >= vecs || t >= p.T) return;  // no block barriers in this kernel
+  const int steps = static_cast<int>((vecs - tid + kThreadsB - 1) / kThreadsB);  // vectors per row, >= 1
+  int q = 0;
+  PostIn cur = load_post_in(p, t, tid);
+  float mix[kMixes];
+  load_mixes(p, t, mix);
+  PostWeights pw = post_weights(mix, mix + kN);
+  while (true) {
+    int64_t tn = t;
+    int qn = q + 1;
+    if (qn == steps) {
+      qn = 0;
+      tn += gridDim.x;
+    }
+    const bool more = tn < p.T;
+    const bool next_row = more && tn != t;
+    // The next step's loads (the last step reloads its own vector: a valid address, unused).
+    const PostIn next = load_post_in(p, more ? tn : t, tid + static_cast<int64_t>(more ? qn : q) * kThreadsB);
+    if (next_row) load_mixes(p, tn, mix);
+    uint4 out[kN];
+    post8(pw, cur.r, cur.lo, out);
+    post_store(p, t, tid + static_cast<int64_t>(q) * kThreadsB, out);
+    if (!more) break;
+    if (next_row) pw = post_weights(mix, mix + kN);
+    cur = next;
+    t = tn;
+    q = qn;
+  }
+}
+
 }  // namespace
 
-void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx) {
-  const int64_t total = p.T * (p.H / 8);
-  const int64_t blocks_needed = (total + kThreadsB - 1) / kThreadsB;
-  const int64_t cap = static_cast<int64_t>(ctx.num_sms) * kPostBlocksPerSm;
-  launch_kernel(post_kernel, dim3(static_cast<unsigned>(blocks_needed < cap ? blocks_needed : cap)), kThreadsB,
-                0, ctx, p);
+void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant) {
+  if (p.T <= 0) return;
+  if (variant == kPostFlat) {
+    const int64_t total = p.T * (p.H / 8);
+    const int64_t blocks_needed = (total + kThreadsB - 1) / kThreadsB;
+    const int64_t cap = static_cast<int64_t>(ctx.num_sms) * kPostBlocksPerSm;
+    launch_kernel(post_flat_kernel, dim3(static_cast<unsigned>(blocks_needed < cap ? blocks_needed : cap)),
+                  kThreadsB, 0, ctx, p);
+    return;
+  }
+  // A block per row at a time, every resident block busy: at most kPostRowsBlocks per SM.
+  const int64_t cap = static_cast<int64_t>(ctx.num_sms > 0 ? ctx.num_sms : 1) * kPostRowsBlocks;
+  const dim3 grid(static_cast<unsigned>(p.T < cap ? p.T : cap));
+  MHC_CHECK(variant == kPostRows || variant == kPostPipelined, "launch_post_kernel: unknown variant ", variant);
+  launch_kernel(variant == kPostRows ? post_rows_kernel : post_pipelined_kernel, grid, kThreadsB, 0, ctx, p);
 }
 
 }  // namespace mhc::cuda::n4

@@ -1,0 +1,155 @@
+// src/cuda/n4/collapse_stream_kernel.cu - the collapse stage alone for n = 4, streaming:
+// layer_input[t] = bf16(sum_j pre[t,j] * x[t,j,:]) with the carried pre (p.pre_mix_in: a
+// caller's pre_mix, or the staged plan's finalize buffer), stream 0 bit for bit (identity), or
+// the mean head bf16(sum_j x[t,j,:] / 4); optionally RMSNorm-folded.
+//
+// Grid mapping: one 256-thread block per token; thread tid owns the 8-column vectors
+// v = tid, tid + 256, ... (at most kVecs of them, a template choice by H), loads the 4 streams
+// of kBatch vectors at once (16-byte streaming loads, read once) before any arithmetic, and
+// keeps its collapsed vectors in registers for the fold.
+// Accumulation: the arithmetic of collapse_kernel's collapse, bit for bit: exact_sum_bf16x2 with
+// the same weights and bounds (weighted), the double sum (mean), and the fold's sum of squares
+// in collapse_kernel's order (per thread a fmaf chain over its vectors in order, then block_sum
+// over the 256 threads), 1 / sqrtf(sum / H + eps), bf16(u * inv * w).
+// Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows (the n4 envelope).
+#include "src/cuda/exact_sum.cuh"
+#include "src/cuda/launch.cuh"
+#include "src/cuda/n4/kernels.hpp"
+#include "src/cuda/ptx.cuh"
+#include "src/cuda/reduce.cuh"
+
+namespace mhc::cuda::n4 {
+
+namespace {
+
+constexpr int kBatch = 2;  // vectors per thread whose loads are issued together
+
+enum class CollapseMode { kWeighted, kIdentity, kMean };
+
+template <int kVecs>
+constexpr int collapse_min_blocks() {
+  return kVecs <= 2 ? 4 : kVecs <= 4 ? 3 : 2;
+}
+
+// The bf16 vector of the collapse of 8 columns from its loaded streams.
+__device__ __forceinline__ uint4 collapse8(CollapseMode mode, const uint4 (&r)[kN], const float (&pre)[kN],
+                                           float pre_scale) {
+  if (mode == CollapseMode::kIdentity) return r[0];
+  uint32_t w[4];
+  if (mode == CollapseMode::kWeighted) {
+    // Each output rounded once from the exact sum, adjacent columns certified together.
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float v0[kN], v1[kN], abs0, abs1;
+      column_pair(r, i, v0, v1, abs0, abs1);
+      w[i] = exact_sum_bf16x2(pre, v0, v1, sum_error_bound(pre_scale, abs0), sum_error_bound(pre_scale, abs1));
+    }
+  } else {
+    // the mean head: the exact sum (double), divided by n, rounded once
+    double acc[8];
+    float f[8];
+    unpack8(r[0], f);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[e] = f[e];
+#pragma unroll
+    for (int j = 1; j < kN; ++j) {
+      unpack8(r[j], f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] += f[e];
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e += 2) {
+      w[e / 2] = static_cast<uint32_t>(double_to_bf16_bits(acc[e] / kN)) |
+                 (static_cast<uint32_t>(double_to_bf16_bits(acc[e + 1] / kN)) << 16);
+    }
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+template <int kVecs>
+__global__ void __launch_bounds__(kThreadsB, collapse_min_blocks<kVecs>()) collapse_stream_kernel(const N4Params p) {
+  __shared__ float scratch[kThreadsB / 32];
+  pdl_launch_dependents();
+  pdl_wait();  // the streams and the pre come from the kernels before this one
+  const int tid = threadIdx.x;
+  const int64_t t = blockIdx.x;
+  const int64_t vecs = p.H / 8;
+  const CollapseMode mode = p.head_mean ? CollapseMode::kMean
+                            : p.pre_source == PreSource::kIdentity ? CollapseMode::kIdentity
+                                                                   : CollapseMode::kWeighted;
+  const int streams = mode == CollapseMode::kIdentity ? 1 : kN;
+  const bool fold = p.rmsnorm_weight != nullptr;
+  float pre[kN];
+#pragma unroll
+  for (int j = 0; j < kN; ++j) {
+    pre[j] = mode == CollapseMode::kWeighted ? __ldg(p.pre_mix_in + t * p.pre_mix_in_stride + j) : 0.0f;
+  }
+  const float pre_scale = sum_error_scale(pre);
+  const bf16_t* x = p.x + t * p.x_stride;
+  bf16_t* dst = p.layer_input + t * p.layer_input_stride;
+  uint4 u[kVecs];  // this thread's collapsed vectors (kept for the fold)
+  float sq[1] = {0.0f};
+#pragma unroll
+  for (int b = 0; b < kVecs; b += kBatch) {
+    uint4 r[kBatch][kN];
+#pragma unroll
+    for (int q = 0; q < kBatch; ++q) {
+      const int64_t v = tid + static_cast<int64_t>(b + q) * kThreadsB;
+#pragma unroll
+      for (int j = 0; j < kN; ++j) {
+        r[q][j] = v < vecs && j < streams ? ldcs16(x + j * p.x_stream_stride + v * 8) : make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kBatch; ++q) {
+      const int64_t v = tid + static_cast<int64_t>(b + q) * kThreadsB;
+      if (v < vecs) {
+        u[b + q] = collapse8(mode, r[q], pre, pre_scale);
+        if (!fold) {
+          st16(dst + v * 8, u[b + q]);
+        } else {
+          float f[8];
+          unpack8(u[b + q], f);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) sq[0] = fmaf(f[e], f[e], sq[0]);
+        }
+      }
+    }
+  }
+  if (!fold) return;  // block-uniform
+  block_sum(sq, scratch);
+  const float inv = 1.0f / sqrtf(sq[0] / static_cast<float>(p.H) + p.rmsnorm_eps);
+#pragma unroll
+  for (int q = 0; q < kVecs; ++q) {
+    const int64_t v = tid + static_cast<int64_t>(q) * kThreadsB;
+    if (v < vecs) {
+      float f[8], w[8], y[8];
+      unpack8(u[q], f);
+      unpack8(ld16(p.rmsnorm_weight + v * 8), w);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) y[e] = f[e] * inv * w[e];
+      st16(dst + v * 8, pack8(y));
+    }
+  }
+}
+
+}  // namespace
+
+void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx) {
+  MHC_CHECK(p.pre_source != PreSource::kComputed || p.head_mean,
+            "collapse_stream_kernel: a computed pre is passed as pre_mix_in (carried)");
+  MHC_CHECK(p.H % kSliceK == 0 && p.H <= kMaxH, "collapse_stream_kernel: H = ", p.H, " outside the n4 envelope");
+  MHC_CHECK(p.T < (int64_t{1} << 31), "collapse_stream_kernel: too many tokens in one launch");
+  if (p.T <= 0) return;
+  const dim3 grid(static_cast<unsigned>(p.T));
+  const int64_t vecs = (p.H / 8 + kThreadsB - 1) / kThreadsB;  // per thread
+  if (vecs <= 2) {
+    launch_kernel(collapse_stream_kernel<2>, grid, kThreadsB, 0, ctx, p);
+  } else if (vecs <= 4) {
+    launch_kernel(collapse_stream_kernel<4>, grid, kThreadsB, 0, ctx, p);
+  } else {
+    launch_kernel(collapse_stream_kernel<8>, grid, kThreadsB, 0, ctx, p);
+  }
+}
+
+}  // namespace mhc::cuda::n4

@@ -1,0 +1,122 @@
+// src/cuda/n4/staged.cu - the staged n = 4 plan: every operator with a collapse or a mixes
+// stage as a chain of stage kernels that each stream on their own, launched back to back with
+// programmatic dependent launch over token slices:
+//   post_kernel (post_pre)  ->  GEMM stage (mix_kernel without its post stage, on the new
+//   residual or the input streams: the partials [token][chunk][25])  ->  finalize_kernel (the
+//   canonical sums and the epilogue; the fresh pre into the workspace)  ->  collapse_stream_kernel.
+// Within a slice the GEMM and the collapse re-read the residual the post stage has just
+// written (from L2 where the slice fits). Operators without a mixes stage (collapse, head
+// carried / mean) are one collapse_stream_kernel over the whole batch.
+//
+// Bits: the same as the cuda_n4 rows (family "n4"): the GEMM stage's partials are mix_kernel's
+// (the post stage of mix_kernel writes to residual_out exactly the values it feeds the mma, so
+// reading them back gives the same dots and sums of squares), finalize_kernel sums them in
+// collapse_kernel's order and runs the same epilogue, and collapse_stream_kernel has
+// collapse_kernel's collapse arithmetic; post_kernel's outputs are the exact sums rounded once.
+// Slicing never changes a token's result (batch invariance).
+#include "src/cuda/n4/kernels.hpp"
+#include "src/cuda/variants.hpp"
+
+namespace mhc::cuda {
+
+using namespace n4;
+
+namespace {
+
+// Tokens per slice where a collapse follows the mixes (the workspace's MHC_N4_SLICE_TOKENS
+// overrides it); to be measured against the L2 (a slice's new residual is 8H bytes a token).
+constexpr int64_t kStagedSliceTokens = 2048;
+
+// Offsets every token-indexed pointer of `p` by `t0` tokens (the partials are slice-relative).
+N4Params staged_slice(N4Params p, int64_t t0, int64_t count) {
+  p.T = count;
+  if (p.residual) p.residual += t0 * p.residual_stride;
+  if (p.layer_output) p.layer_output += t0 * p.layer_output_stride;
+  if (p.post_mix) p.post_mix += t0 * p.post_mix_stride;
+  if (p.comb_mix) p.comb_mix += t0 * p.comb_mix_stride;
+  if (p.residual_out) p.residual_out += t0 * p.residual_out_stride;
+  if (p.pre_mix_in) p.pre_mix_in += t0 * p.pre_mix_in_stride;
+  if (p.x) p.x += t0 * p.x_stride;
+  if (p.layer_input) p.layer_input += t0 * p.layer_input_stride;
+  if (p.epi.pre_mix_out) p.epi.pre_mix_out += t0 * p.epi.pre_mix_out_stride;
+  if (p.epi.post_mix_out) p.epi.post_mix_out += t0 * p.epi.post_mix_out_stride;
+  if (p.epi.comb_mix_out) p.epi.comb_mix_out += t0 * p.epi.comb_mix_out_stride;
+  return p;
+}
+
+// The GEMM stage of a slice: the partial dots and sums of squares of the streams the collapse
+// reads (p.x: the new residual for post_pre, else the input streams), nothing else written.
+void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx) {
+  N4Params g = s;
+  g.has_post = false;
+  g.residual = s.x;
+  g.residual_stride = s.x_stride;
+  g.res_stream_stride = s.x_stream_stride;
+  g.residual_out = nullptr;
+  launch_mix_kernel(g, ctx);
+}
+
+}  // namespace
+
+bool n4_staged_supports(const detail::Problem& p) {
+  if (p.op == detail::Op::kPreBroadcast || p.op == detail::Op::kPost) return false;
+  return n4_supports(p);
+}
+
+void n4_staged_run(const detail::Problem& p) {
+  MHC_CHECK(n4_staged_supports(p), detail::op_name(p.op), ": cuda_n4_staged does not support this call");
+  MHC_CHECK(p.workspace != nullptr && p.workspace->scratch != nullptr, detail::op_name(p.op),
+            ": cuda_n4_staged needs a workspace (mhc::Workspace::create)");
+  if (p.T <= 0) return;
+  const N4Params k = n4_params(p);
+  const LaunchCtx ctx = launch_ctx(p);
+  if (!k.has_mixes) {
+    // collapse (carried, identity), head (carried, mean): the collapse alone.
+    launch_collapse_stream_kernel(k, ctx);
+    return;
+  }
+  // The workspace scratch holds one slice's partials [slice][chunks][25] and, where the collapse
+  // uses the fresh pre, its pre [slice][4] after them (16-byte aligned: slices are multiples of
+  // the 32-token tile).
+  const bool pre_buffer = k.has_collapse && k.pre_source == PreSource::kComputed && !k.head_mean;
+  const int64_t per_token = static_cast<int64_t>(k.chunks) * kPartial + (pre_buffer ? kN : 0);
+  const int64_t capacity = static_cast<int64_t>(p.workspace->scratch_bytes / sizeof(float));
+  int64_t slice_tokens = capacity / per_token;
+  slice_tokens -= slice_tokens % kTile;
+  MHC_CHECK(slice_tokens >= kTile, detail::op_name(p.op), ": workspace too small for H = ", p.H);
+  const int64_t forced = p.workspace->n4_slice_tokens / kTile * kTile;
+  const int64_t wanted = forced > 0 ? forced : k.has_collapse ? kStagedSliceTokens : 0;
+  if (wanted > 0 && wanted < slice_tokens) slice_tokens = wanted;
+  float* pre = pre_buffer ? k.partials + slice_tokens * k.chunks * kPartial : nullptr;
+  for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
+    const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
+    const N4Params s = staged_slice(k, t0, count);
+    if (s.has_post) launch_post_kernel(s, ctx);
+    launch_gemm_stage(s, ctx);
+    launch_finalize_kernel(s, pre, ctx);
+    if (!s.has_collapse) continue;
+    N4Params c = s;
+    if (pre_buffer) {
+      c.pre_source = PreSource::kCarried;
+      c.pre_mix_in = pre;
+      c.pre_mix_in_stride = kN;
+    }
+    launch_collapse_stream_kernel(c, ctx);
+  }
+}
+
+namespace {
+
+void post_variant_run(const detail::Problem& p, int variant, const char* name) {
+  MHC_CHECK(p.op == detail::Op::kPost && n4_supports(p), "post: ", name, " does not support this call");
+  MHC_CHECK(p.workspace != nullptr, "post: ", name, " needs a workspace (mhc::Workspace::create)");
+  if (p.T > 0) launch_post_kernel(n4_params(p), launch_ctx(p), variant);
+}
+
+}  // namespace
+
+void n4_post_flat_run(const detail::Problem& p) { post_variant_run(p, kPostFlat, "cuda_n4_flat"); }
+void n4_post_rows_run(const detail::Problem& p) { post_variant_run(p, kPostRows, "cuda_n4_rows"); }
+void n4_post_pipelined_run(const detail::Problem& p) { post_variant_run(p, kPostPipelined, "cuda_n4_pipelined"); }
+
+}  // namespace mhc::cuda
