@@ -11,6 +11,8 @@
 //   Modes/GpuGraph.CaptureOnFreshStreamReplaysBitEqualToEager/<mode>
 //   Modes/GpuDeterminism.SameCallBitIdentical/<mode>      three calls, bit-identical
 //   Modes/GpuBatch.TokenAloneAndInSliceEqualBatch/<mode>  T=600 batch (3 slices) == T=1 alone == T=19 slice at 37
+//   Modes/GpuFamily.VariantsOfOneFamilyAreBitEqual/<mode> every variant of a family (VariantInfo::family) gives
+//                                                         the bits of the family's first, T across the thresholds
 //   Ops/GpuHuge.Indexing64Bit/{pre,post,post_pre}         T = 2^20, H = 7168; only with MHC_TEST_HUGE=1
 //   GpuErrors.*                                           no workspace, CPU weights, mixed devices
 // e.g. --gtest_filter='Grid/GpuGrid.*/post_pre_*_n4_H7168' or '*GpuGraph*:*GpuBatch*'.
@@ -1062,6 +1064,73 @@ TEST_P(GpuBatch, TokenAloneAndInSliceEqualBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, GpuBatch, testing::ValuesIn(all_modes()), mode_name);
+
+// --- bit-equality within a family ---------------------------------------------------------------
+
+class GpuFamily : public testing::TestWithParam<int> {};
+
+// Variants of one family (mhc::VariantInfo::family) share the canonical order of the mixes, the
+// epilogue and the collapse arithmetic, so dispatch may choose among them by T (spec section 6):
+// every CUDA variant of the op that accepts a call must give every output (the fp32 mixes too,
+// padding included) bit for bit equal to the first variant of its family that accepts it. T
+// crosses the thresholds: decode limit (64), the 32-token tile, the slices of the n4 plans
+// (1920, 2048), and odd sizes. Reports how many comparisons it made; post_pre and pre must make
+// some (their n4 family has several plans).
+TEST_P(GpuFamily, VariantsOfOneFamilyAreBitEqual) {
+  MHC_REQUIRE_GPU();
+  const int mi = GetParam();
+  const Mode& m = modes()[static_cast<size_t>(mi)];
+  std::map<std::string, std::string> family_of;
+  for (const mhc::VariantInfo& v : mhc::list_variants()) family_of[v.id] = v.family;
+  const std::vector<std::string> ids = cuda_variants(m.op);
+  struct Sweep {
+    int64_t H;
+    std::vector<int64_t> Ts;
+  };
+  const std::vector<Sweep> sweeps = {{4096, {1, 2, 7, 16, 17, 33, 64, 65, 129, 600, 1920, 1921, 4097}},
+                                     {7168, {1, 17, 65, 1921}}};
+  int64_t comparisons = 0;
+  std::map<std::string, int64_t> per_family;  // family -> comparisons
+  for (const Sweep& sw : sweeps) {
+    const int64_t max_T = *std::max_element(sw.Ts.begin(), sw.Ts.end());
+    mhc::Workspace ws = mhc::Workspace::create(gpu(), max_T);
+    const uint64_t wseed = case_seed("family-weights", mi, 4, sw.H, 0);
+    const Weights normal = make_weights(m, 4, sw.H, wseed, false);
+    const Weights peaked = make_weights(m, 4, sw.H, wseed, true);
+    for (int64_t T : sw.Ts) {
+      SCOPED_TRACE(m.name + " " + shape_label(4, sw.H, T));
+      Case c = make_case(m, 4, sw.H, T, case_seed("family", mi, 4, sw.H, T));
+      const Weights& w = T % 2 == 1 ? peaked : normal;  // odd T: sharper Sinkhorn inputs
+      std::map<std::string, std::pair<std::string, Snapshot>> first;  // family -> (variant, its outputs)
+      for (const std::string& v : ids) {
+        c.poison_outputs();
+        if (!run_gpu(m, c.cfg, w, whole(c, true), ws, v)) continue;
+        c.download_outputs();
+        const std::string& fam = family_of.at(v);
+        const auto it = first.find(fam);
+        if (it == first.end()) {
+          first.emplace(fam, std::make_pair(v, snapshot(c)));
+          continue;
+        }
+        for (const std::string& o : c.outputs()) {
+          const Tally t = compare_to_snapshot(c, it->second.second, o, "T=" + std::to_string(T));
+          expect_tally(t, Check::kExact,
+                       v + " " + o + " vs " + it->second.first + " (family " + fam + ", " + shape_label(4, sw.H, T) + ")");
+        }
+        ++comparisons;
+        ++per_family[fam];
+      }
+    }
+  }
+  std::cout << "[   info   ] " << m.name << ": " << comparisons << " variant comparisons";
+  for (const auto& fc : per_family) std::cout << " (" << fc.first << ": " << fc.second << ")";
+  std::cout << "\n";
+  if (m.op == OpKind::kPostPre || m.op == OpKind::kPre) {
+    EXPECT_GT(comparisons, 0) << m.name << ": no two variants of one family accepted the same call";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, GpuFamily, testing::ValuesIn(all_modes()), mode_name);
 
 // --- 64-bit indexing --------------------------------------------------------------------------
 
