@@ -15,7 +15,7 @@ namespace mhc::tools::bench {
 
 /// Everything `mhc bench` was asked to do.
 struct Options {
-  std::vector<std::string> ops;    // post_pre, pre, pre_broadcast, post, head
+  std::vector<std::string> ops;    // post_pre, pre, pre_broadcast, post, head; stages mixes, collapse
   std::vector<std::string> modes;  // empty: every mode of each op (see kOpModes)
   std::vector<int64_t> Hs;         // hidden sizes
   std::vector<int64_t> Ts;         // token counts

@@ -20,6 +20,8 @@ const std::vector<OpMode>& op_modes() {
       {"pre_broadcast", "normal_fold", "first layer from the embedding [T,H], fresh pre, RMSNorm folded"},
       {"post", "full", "post with a full [T,n,H] residual"},
       {"head", "learned_fold", "learned head (V4) with the final RMSNorm folded"},
+      {"mixes", "plain", "the mixes stage alone: fp32-exact mixes of the streams (pre, post, comb out)"},
+      {"collapse", "carried_fold", "the collapse stage alone: carried pre, RMSNorm folded"},
   };
   return list;
 }
@@ -33,15 +35,20 @@ double ideal_bytes(const std::string& op, int64_t T, int64_t H, int64_t n) {
   if (op == "pre_broadcast") return t * (4.0 * h + 4.0 * M) + 4.0 * M * h;
   // head: read the residual (2nH = 8H for n = 4), write the output (2H), read fn_head once.
   if (op == "head") return t * (2.0 * nn * h + 2.0 * h) + 4.0 * nn * K;
+  // mixes: read the residual (8H), write pre/post/comb (4M), read fn once.
+  if (op == "mixes") return t * (2.0 * nn * h + 4.0 * M) + 4.0 * M * K;
+  // collapse: read the residual (8H) and the carried pre (4n), write layer_input (2H), read the
+  // RMSNorm weight once (2H).
+  if (op == "collapse") return t * (2.0 * nn * h + 2.0 * h + 4.0 * nn) + 2.0 * h;
   MHC_FAIL("bench: unknown op '", op, "'");
 }
 
 double weight_bytes(const std::string& op, int64_t H, int64_t n) {
   const double h = static_cast<double>(H), nn = static_cast<double>(n), M = (nn + 2.0) * nn;
-  if (op == "post_pre" || op == "pre") return 4.0 * M * nn * h;
+  if (op == "post_pre" || op == "pre" || op == "mixes") return 4.0 * M * nn * h;
   if (op == "pre_broadcast") return 4.0 * M * h;
   if (op == "head") return 4.0 * nn * nn * h;
-  return 0.0;  // post reads no weights
+  return 0.0;  // post reads no weights; collapse only the RMSNorm weight [H] (one per set)
 }
 
 double target_us(double ideal, double copy_gbps) {

@@ -7,7 +7,8 @@
 //   activations one device allocation holding a ring of R slots (residual, layer_output,
 //               layer_input, embedding, mixes), random bf16 / valid fp32 mixes, never zeros;
 //   chain       call i reads slot i%R and weight set i%S; post and post_pre write their new
-//               residual (post_pre: also the mixes) into slot (i+1)%R, which call i+1 reads;
+//               residual (post_pre: also the mixes) into slot (i+1)%R, which call i+1 reads
+//               (mixes writes its mixes there; the stage rows mixes / collapse read slot i%R);
 //   timing      one eager call, then a pilot graph of 3 calls sizes the chain (all sets, unless
 //               a replay would exceed --graph-ms; never less than 2x L2 of traffic per
 //               replay); the chain is captured once (global capture mode: an op that
@@ -292,7 +293,7 @@ class WeightPool {
     ensure_norms(count);
   }
 
- private:
+  // The RMSNorm weights [H] of `count` sets only (collapse reads no mix weights).
   void ensure_norms(int count) {
     const int have = static_cast<int>(norm_ptrs_.size());
     if (count <= have) return;
@@ -304,6 +305,8 @@ class WeightPool {
     BENCH_CUDA(cudaMemcpy(norm_chunks_.back().get(), host.data(), host.size() * 2, cudaMemcpyHostToDevice));
     for (size_t s = 0; s < sets; ++s) norm_ptrs_.push_back(norm_chunks_.back().get() + s * H * 2);
   }
+
+ private:
 
   const Options& o_;
   Device device_;
@@ -337,10 +340,10 @@ SlotNeeds needs_of(const std::string& op, bool shifted) {
   SlotNeeds s;
   s.residual = op != "pre_broadcast";
   s.layer_output = op == "post_pre" || op == "post";
-  s.layer_input = op != "post";
+  s.layer_input = op != "post" && op != "mixes";
   s.embedding = op == "pre_broadcast";
-  s.mixes = op != "head";
-  s.pre_mix = op == "post_pre" && shifted;
+  s.mixes = op != "head" && op != "collapse";
+  s.pre_mix = (op == "post_pre" && shifted) || op == "mixes" || op == "collapse";
   return s;
 }
 
@@ -520,6 +523,28 @@ struct Chain {
       a.exec = exec;
       if (!run) return selected_variant(a);
       post(a);
+    } else if (op == "mixes") {
+      MixesArgs a;
+      a.config = config;
+      a.residual = bf(in.residual, {T, n, H});
+      a.weights = &pool->mix(w);
+      a.pre_mix = f32(next.pre_mix, {T, n});
+      a.post_mix = f32(next.post_mix, {T, n});
+      a.comb_mix = f32(next.comb_mix, {T, n, n});
+      a.exec = exec;
+      if (!run) return selected_variant(a);
+      mixes(a);
+    } else if (op == "collapse") {
+      CollapseArgs a;
+      a.config = config;
+      a.pre_source = PreSource::kCarried;
+      a.residual = bf(in.residual, {T, n, H});
+      a.pre_mix = f32(in.pre_mix, {T, n});
+      a.rmsnorm_weight = norm;
+      a.layer_input = bf(in.layer_input, {T, H});
+      a.exec = exec;
+      if (!run) return selected_variant(a);
+      collapse(a);
     } else if (op == "head") {
       HeadArgs a;
       a.config = config;
@@ -576,7 +601,11 @@ void measure_row(Context& cx, WeightPool& pool, const OpMode& om, int64_t H, int
   const double wb = weight_bytes(op, H, n);
   int sets = o.min_sets;
   if (wb > 0) sets = std::max(sets, static_cast<int>(std::ceil(l2x2 / wb)) + 1);
-  if (op != "post") pool.ensure(op == "head", sets);
+  if (op == "collapse") {
+    pool.ensure_norms(sets);
+  } else if (op != "post") {
+    pool.ensure(op == "head", sets);
+  }
   ch.pool = &pool;
   ch.sets = sets;
   row.sets = sets;

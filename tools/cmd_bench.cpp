@@ -41,10 +41,13 @@ const char* kBenchHelp =
     "which matters little since fn is then a small part of the traffic.\n"
     "\n"
     "options:\n"
-    "  --ops LIST      post_pre,pre,pre_broadcast,post,head (default: all)\n"
+    "  --ops LIST      post_pre,pre,pre_broadcast,post,head (default: these), and the stage rows\n"
+    "                  mixes (ideal T*(8H + 4M) + 4MK) and collapse (carried pre, RMSNorm folded:\n"
+    "                  ideal T*(8H + 2H + 4n) + 2H)\n"
     "  --modes LIST    only these modes (default: every mode of each op):\n"
     "                    post_pre: normal, normal_fold, shifted, shifted_fold\n"
     "                    pre, pre_broadcast: normal_fold   post: full   head: learned_fold\n"
+    "                    mixes: plain   collapse: carried_fold\n"
     "  --H LIST        hidden sizes (default 4096,5120,7168)\n"
     "  --T LIST        token counts (default 1,2,4,8,16,32,64,128,256,512,1024,2048,4096,8192,\n"
     "                  16384,65536)\n"
@@ -110,7 +113,7 @@ int cmd_bench(Args& args) {
   for (const std::string& op : o.ops) {
     const auto& list = tb::op_modes();
     MHC_CHECK(std::any_of(list.begin(), list.end(), [&](const tb::OpMode& m) { return op == m.op; }),
-              "--ops: unknown op '", op, "' (known: ", default_ops, ")");
+              "--ops: unknown op '", op, "' (known: ", default_ops, ",mixes,collapse)");
   }
   for (const std::string& mode : o.modes) {
     const auto& list = tb::op_modes();
