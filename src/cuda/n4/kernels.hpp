@@ -15,6 +15,10 @@ void launch_mix_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// Sets mix_kernel's dynamic shared memory limit on `device` (the current device); false where
 /// the device has less than kMixSmem per block (the variant then declines the mixes ops).
 bool configure_mix_kernel(int device);
+/// gemm_kernel (gemm_kernel.cu): the mixes stage alone (no post), p.T tokens' partials.
+void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx);
+/// Sets gemm_kernel's dynamic shared memory limit (200 KB) on `device`; false where it has less.
+bool configure_gemm_kernel(int device);
 /// collapse_kernel (collapse_kernel.cu): epilogue of the partials (p.has_mixes) and collapse.
 void launch_collapse_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// post_kernel (post_kernel.cu): post alone. `variant` picks the kernel's form (same bits):
