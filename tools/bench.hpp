@@ -27,6 +27,7 @@ struct Options {
   int min_sets = 86;               // weight sets at least (86 = the boundaries of V4-Flash)
   double act_gib = 8.0;            // budget for the rotating activation buffers of one row
   double budget_s = 0.0;           // stop starting new rows after this many seconds (0: none)
+  int64_t slice_tokens = 0;        // WorkspaceOptions::n4_slice_tokens (0: the default)
   int device = 0;                  // CUDA device ordinal
   uint64_t seed = 1;               // seed of the synthetic weights and activations
   bool quick = false;              // the --quick subset was asked for

@@ -224,6 +224,7 @@ std::string row_command(const Options& o, const Row& r) {
   if (o.graph_ms != 50.0) os << " --graph-ms " << o.graph_ms;
   if (o.min_sets != 86) os << " --min-sets " << o.min_sets;
   if (o.act_gib != 8.0) os << " --act-gib " << o.act_gib;
+  if (o.slice_tokens > 0) os << " --slice-tokens " << o.slice_tokens;
   return os.str();
 }
 

@@ -710,6 +710,7 @@ int run_gpu(const Options& o) {
     if (o.min_sets != 86) cmd << " --min-sets " << o.min_sets;
     if (o.act_gib != 8.0) cmd << " --act-gib " << o.act_gib;
     if (o.budget_s > 0) cmd << " --budget-s " << o.budget_s;
+    if (o.slice_tokens > 0) cmd << " --slice-tokens " << o.slice_tokens;
     if (!o.out.empty()) cmd << " --out " << o.out;
     cx.env.command = cmd.str();
   }
@@ -734,7 +735,11 @@ int run_gpu(const Options& o) {
 
   // One workspace for every call, created before any capture.
   const int64_t max_T = *std::max_element(o.Ts.begin(), o.Ts.end());
-  cx.workspace = Workspace::create(cx.device, max_T, 4);
+  WorkspaceOptions wo;
+  wo.max_tokens = max_T;
+  wo.max_n = 4;
+  wo.n4_slice_tokens = o.slice_tokens;
+  cx.workspace = Workspace::create(cx.device, wo);
 
   std::vector<const OpMode*> plan;
   for (const std::string& op : o.ops) {

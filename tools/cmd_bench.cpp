@@ -62,6 +62,9 @@ const char* kBenchHelp =
     "                  2 slots are always used: T=65536, H=7168 needs about 11 GiB)\n"
     "  --budget-s X    start no new row after X seconds (default 0: no limit); skipped rows\n"
     "                  are listed at the end\n"
+    "  --slice-tokens N  tokens per slice of the n = 4 plans where a collapse follows the\n"
+    "                  mixes (WorkspaceOptions::n4_slice_tokens, a multiple of 32; default 0:\n"
+    "                  each plan's own default); results do not depend on it\n"
     "  --device N      CUDA device ordinal (default 0)\n"
     "  --seed S        seed of the synthetic weights and activations (default 1)\n"
     "\n"
@@ -101,6 +104,7 @@ int cmd_bench(Args& args) {
   o.min_sets = static_cast<int>(args.get_int("min-sets", 86));
   o.act_gib = get_double(args, "act-gib", "8");
   o.budget_s = get_double(args, "budget-s", "0");
+  o.slice_tokens = args.get_int("slice-tokens", 0);
   o.device = static_cast<int>(args.get_int("device", 0));
   o.seed = static_cast<uint64_t>(args.get_int("seed", 1));
   args.finish("bench");
@@ -110,6 +114,8 @@ int cmd_bench(Args& args) {
   MHC_CHECK(o.min_sets >= 1 && o.min_sets <= 100000, "--min-sets: expected 1..100000, got ", o.min_sets);
   MHC_CHECK(o.act_gib > 0, "--act-gib: expected > 0, got ", o.act_gib);
   MHC_CHECK(o.budget_s >= 0, "--budget-s: expected >= 0, got ", o.budget_s);
+  MHC_CHECK(o.slice_tokens >= 0 && o.slice_tokens % 32 == 0, "--slice-tokens: expected a multiple of 32, got ",
+            o.slice_tokens);
   for (const std::string& op : o.ops) {
     const auto& list = tb::op_modes();
     MHC_CHECK(std::any_of(list.begin(), list.end(), [&](const tb::OpMode& m) { return op == m.op; }),

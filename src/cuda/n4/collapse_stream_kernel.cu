@@ -26,10 +26,14 @@ constexpr int kBatch = 2;  // vectors per thread whose loads are issued together
 
 enum class CollapseMode { kWeighted, kIdentity, kMean };
 
-template <int kVecs>
-constexpr int collapse_min_blocks() {
-  return kVecs <= 2 ? 4 : kVecs <= 4 ? 3 : 2;
-}
+// Resident blocks per SM by vectors per thread: on Hopper 4 / 3 / 2 (64 / 85 / 128 registers);
+// one fewer elsewhere where ptxas spills at those bounds (sm_80 at 64, sm_120a's double path at
+// 85).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+#define MHC_COLLAPSE_STREAM_BLOCKS(vecs) ((vecs) <= 2 ? 4 : (vecs) <= 4 ? 3 : 2)
+#else
+#define MHC_COLLAPSE_STREAM_BLOCKS(vecs) ((vecs) <= 2 ? 3 : 2)
+#endif
 
 // The bf16 vector of the collapse of 8 columns from its loaded streams.
 __device__ __forceinline__ uint4 collapse8(CollapseMode mode, const uint4 (&r)[kN], const float (&pre)[kN],
@@ -67,7 +71,7 @@ __device__ __forceinline__ uint4 collapse8(CollapseMode mode, const uint4 (&r)[k
 }
 
 template <int kVecs>
-__global__ void __launch_bounds__(kThreadsB, collapse_min_blocks<kVecs>()) collapse_stream_kernel(const N4Params p) {
+__global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_STREAM_BLOCKS(kVecs)) collapse_stream_kernel(const N4Params p) {
   __shared__ float scratch[kThreadsB / 32];
   pdl_launch_dependents();
   pdl_wait();  // the streams and the pre come from the kernels before this one

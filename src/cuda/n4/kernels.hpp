@@ -23,10 +23,11 @@ bool configure_gemm_kernel(int device);
 void launch_collapse_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// post_kernel (post_kernel.cu): post alone. `variant` picks the kernel's form (same bits):
 /// kPostFlat one thread per (token, 8 columns), grid-stride; kPostRows a block per token row,
-/// the token's weights once; kPostPipelined kPostRows with the next step's loads in flight.
-enum PostVariant : int { kPostFlat = 0, kPostRows = 1, kPostPipelined = 2 };
-constexpr int kPostDefault = kPostPipelined;
-void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant = kPostDefault);
+/// the token's weights once; kPostPipelined kPostRows with the next step's loads in flight;
+/// kPostAuto kPostFlat where T is too small to give every resident block a row, else
+/// kPostPipelined.
+enum PostVariant : int { kPostAuto = -1, kPostFlat = 0, kPostRows = 1, kPostPipelined = 2 };
+void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant = kPostAuto);
 /// finalize_kernel (finalize_kernel.cu): the canonical sums of the partials of p.T tokens and
 /// the mixes epilogue; writes the requested mixes and, where `pre` is not null, the fresh pre
 /// [p.T][4] (slice-relative) for collapse_stream_kernel.

@@ -1,8 +1,9 @@
 // src/cuda/n4/post_kernel.cu - post alone for n = 4: residual_out[t,k,:] =
 // bf16(post[k] * layer_output[t,:] + sum_j comb[j,k] * residual[t,j,:]).
 //
-// Three forms of one computation (launch_post_kernel's `variant`, src/cuda/n4/kernels.hpp); each
-// output is post8's exact sum rounded once, so all give the same bits:
+// Three forms of one computation (launch_post_kernel's `variant`, src/cuda/n4/kernels.hpp; by
+// default kPostFlat below 2 rows per multiprocessor, else kPostPipelined); each output is
+// post8's exact sum rounded once, so all give the same bits:
 //   kPostFlat       one thread per (token, 8-column vector) of all 4 streams, grid-stride over
 //                   tokens x vectors (at most 16 blocks of 256 threads per multiprocessor); the
 //                   token's 20 mixes are read per vector.
@@ -164,6 +165,8 @@ __global__ void __launch_bounds__(kThreadsB, kPostRowsBlocks) post_pipelined_ker
 
 void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant) {
   if (p.T <= 0) return;
+  const int64_t row_blocks = static_cast<int64_t>(ctx.num_sms > 0 ? ctx.num_sms : 1) * kPostRowsBlocks;
+  if (variant == kPostAuto) variant = p.T < row_blocks ? kPostFlat : kPostPipelined;
   if (variant == kPostFlat) {
     const int64_t total = p.T * (p.H / 8);
     const int64_t blocks_needed = (total + kThreadsB - 1) / kThreadsB;
@@ -173,8 +176,7 @@ void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant) {
     return;
   }
   // A block per row at a time, every resident block busy: at most kPostRowsBlocks per SM.
-  const int64_t cap = static_cast<int64_t>(ctx.num_sms > 0 ? ctx.num_sms : 1) * kPostRowsBlocks;
-  const dim3 grid(static_cast<unsigned>(p.T < cap ? p.T : cap));
+  const dim3 grid(static_cast<unsigned>(p.T < row_blocks ? p.T : row_blocks));
   MHC_CHECK(variant == kPostRows || variant == kPostPipelined, "launch_post_kernel: unknown variant ", variant);
   launch_kernel(variant == kPostRows ? post_rows_kernel : post_pipelined_kernel, grid, kThreadsB, 0, ctx, p);
 }

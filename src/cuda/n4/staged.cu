@@ -46,6 +46,8 @@ N4Params staged_slice(N4Params p, int64_t t0, int64_t count) {
 
 // The GEMM stage of a slice: the partial dots and sums of squares of the streams the collapse
 // reads (p.x: the new residual for post_pre, else the input streams), nothing else written.
+// mix_kernel without its post stage; gemm_kernel has the same contract and bits and takes its
+// place once Workspace::create configures it (configure_gemm_kernel in n4_configure_device).
 void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx) {
   N4Params g = s;
   g.has_post = false;
@@ -76,14 +78,15 @@ void n4_staged_run(const detail::Problem& p) {
     return;
   }
   // The workspace scratch holds one slice's partials [slice][chunks][25] and, where the collapse
-  // uses the fresh pre, its pre [slice][4] after them (16-byte aligned: slices are multiples of
-  // the 32-token tile).
+  // uses the fresh pre, its pre [slice][4] after them (16-byte aligned: chunks % 4 == 0). Slices
+  // are multiples of the 32-token tile where the scratch holds one (the smallest workspace holds
+  // 31 tokens and their pre at H = 16384).
   const bool pre_buffer = k.has_collapse && k.pre_source == PreSource::kComputed && !k.head_mean;
   const int64_t per_token = static_cast<int64_t>(k.chunks) * kPartial + (pre_buffer ? kN : 0);
   const int64_t capacity = static_cast<int64_t>(p.workspace->scratch_bytes / sizeof(float));
   int64_t slice_tokens = capacity / per_token;
-  slice_tokens -= slice_tokens % kTile;
-  MHC_CHECK(slice_tokens >= kTile, detail::op_name(p.op), ": workspace too small for H = ", p.H);
+  if (slice_tokens >= kTile) slice_tokens -= slice_tokens % kTile;
+  MHC_CHECK(slice_tokens >= 1, detail::op_name(p.op), ": workspace too small for H = ", p.H);
   const int64_t forced = p.workspace->n4_slice_tokens / kTile * kTile;
   const int64_t wanted = forced > 0 ? forced : k.has_collapse ? kStagedSliceTokens : 0;
   if (wanted > 0 && wanted < slice_tokens) slice_tokens = wanted;
