@@ -961,6 +961,101 @@ TEST_P(GpuGraph, CaptureOnFreshStreamReplaysBitEqualToEager) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, GpuGraph, testing::ValuesIn(all_modes()), mode_name);
 
+// --- The one-launch decode kernel: counters across replays, two streams at once ---------------
+
+/// The modes decode_kernel serves (an op with a mixes stage), for the decode tests.
+std::vector<int> decode_modes() {
+  return {mode_index("post_pre_normal_norm"), mode_index("post_pre_shifted_norm"), mode_index("pre_computed_norm"),
+          mode_index("head_learned_norm")};
+}
+
+class GpuDecode : public testing::TestWithParam<int> {};
+
+// The workspace counters of decode_kernel survive 1000 replays of one captured graph (made on a
+// fresh stream as the first call ever on it): every replay gives the eager bits.
+TEST_P(GpuDecode, ThousandReplaysBitEqualToEager) {
+  MHC_REQUIRE_GPU();
+  const int mi = GetParam();
+  const Mode& m = modes()[static_cast<size_t>(mi)];
+  const std::string id = std::string(op_id(m.op)) + ".cuda_n4_decode";
+  for (const Shape& s : std::vector<Shape>{{4, 4096, 1}, {4, 7168, 16}}) {
+    SCOPED_TRACE(m.name + " " + shape_label(s.n, s.H, s.T));
+    const uint64_t seed = case_seed("decode-replay", mi, s.n, s.H, s.T);
+    Case c = make_case(m, s.n, s.H, s.T, seed);
+    const Weights w = make_weights(m, s.n, s.H, seed, false);
+    mhc::Workspace ws = mhc::Workspace::create(gpu(), s.T);
+    c.poison_outputs();
+    ASSERT_TRUE(run_gpu(m, c.cfg, w, whole(c, true), ws, id)) << id << " declined " << shape_label(s.n, s.H, s.T);
+    c.download_outputs();
+    const Snapshot eager = snapshot(c);
+    Stream stream;
+    mhc::Exec ex;
+    ex.stream = stream.get();
+    ex.workspace = &ws;
+    ex.variant = id.c_str();
+    const Graph graph = Graph::capture(stream, CaptureMode::kThreadLocal,
+                                       [&] { call_op(m, c.cfg, w.on(true), whole(c, true), ex); });
+    c.poison_outputs();
+    for (int replay = 1; replay <= 1000; ++replay) {
+      graph.replay(stream);
+      if (replay % 250 != 0) continue;
+      c.download_outputs();
+      for (const std::string& o : c.outputs()) {
+        const Tally t = compare_to_snapshot(c, eager, o, "replay " + std::to_string(replay));
+        expect_tally(t, Check::kExact, id + " replay " + std::to_string(replay) + " " + o + " vs eager");
+      }
+      c.poison_outputs();
+    }
+  }
+}
+
+// Two streams, each with its own workspace, run decode calls back to back without waiting for
+// each other (their kernels may overlap on the device): each gives the bits it gives alone.
+TEST_P(GpuDecode, TwoStreamsTwoWorkspacesAtOnce) {
+  MHC_REQUIRE_GPU();
+  const int mi = GetParam();
+  const Mode& m = modes()[static_cast<size_t>(mi)];
+  const std::string id = std::string(op_id(m.op)) + ".cuda_n4_decode";
+  const Shape s{4, 7168, 8};
+  Case a = make_case(m, s.n, s.H, s.T, case_seed("decode-streams-a", mi, s.n, s.H, s.T));
+  Case b = make_case(m, s.n, s.H, s.T, case_seed("decode-streams-b", mi, s.n, s.H, s.T));
+  const Weights wa = make_weights(m, s.n, s.H, case_seed("decode-streams-a", mi, s.n, s.H, s.T), false);
+  const Weights wb = make_weights(m, s.n, s.H, case_seed("decode-streams-b", mi, s.n, s.H, s.T), false);
+  mhc::Workspace wsa = mhc::Workspace::create(gpu(), s.T), wsb = mhc::Workspace::create(gpu(), s.T);
+  a.poison_outputs();  // the snapshots hold the poisoned padding the concurrent runs must keep
+  b.poison_outputs();
+  ASSERT_TRUE(run_gpu(m, a.cfg, wa, whole(a, true), wsa, id));
+  a.download_outputs();
+  const Snapshot alone_a = snapshot(a);
+  ASSERT_TRUE(run_gpu(m, b.cfg, wb, whole(b, true), wsb, id));
+  b.download_outputs();
+  const Snapshot alone_b = snapshot(b);
+  a.poison_outputs();
+  b.poison_outputs();
+  Stream sa, sb;
+  mhc::Exec ea, eb;
+  ea.stream = sa.get();
+  ea.workspace = &wsa;
+  ea.variant = id.c_str();
+  eb.stream = sb.get();
+  eb.workspace = &wsb;
+  eb.variant = id.c_str();
+  for (int i = 0; i < 200; ++i) {
+    call_op(m, a.cfg, wa.on(true), whole(a, true), ea);
+    call_op(m, b.cfg, wb.on(true), whole(b, true), eb);
+  }
+  sa.sync(id + " stream a");
+  sb.sync(id + " stream b");
+  a.download_outputs();
+  b.download_outputs();
+  for (const std::string& o : a.outputs()) {
+    expect_tally(compare_to_snapshot(a, alone_a, o, "stream a"), Check::kExact, id + " stream a " + o);
+    expect_tally(compare_to_snapshot(b, alone_b, o, "stream b"), Check::kExact, id + " stream b " + o);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, GpuDecode, testing::ValuesIn(decode_modes()), mode_name);
+
 // --- determinism ------------------------------------------------------------------------------
 
 class GpuDeterminism : public testing::TestWithParam<int> {};

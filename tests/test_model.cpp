@@ -264,6 +264,9 @@ TEST(ModelHelpers, ChecksumIsFnv1aOverLittleEndianBytes) {
   };
   const uint64_t basis = mhc::tools::checksum({});
   EXPECT_EQ(mhc::tools::checksum({0x6f66, 0x626f, 0x7261}), fnv1a(basis, {'f', 'o', 'o', 'b', 'a', 'r'}));
+  // The published 64-bit FNV-1a values: the empty input and "foobar".
+  EXPECT_EQ(basis, 0xcbf29ce484222325ull);
+  EXPECT_EQ(mhc::tools::checksum({0x6f66, 0x626f, 0x7261}), 0x85944171f73967e8ull);
   EXPECT_NE(mhc::tools::checksum({0x3f80, 0x4000}), mhc::tools::checksum({0x4000, 0x3f80}));
   EXPECT_NE(mhc::tools::checksum({0x3f80}), mhc::tools::checksum({0x3f81}));
 }

@@ -1,12 +1,15 @@
 // tools/cmd_run.cpp - `mhc run`: the mHC residual path of a whole model, end to end.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <vector>
 #include <string>
 
 #include "mhc/mhc.hpp"
 #include "src/core/bf16.hpp"
 #include "tools/checkpoint_model.hpp"
 #include "tools/cli.hpp"
+#include "tools/decode_step.hpp"
 #include "tools/model.hpp"
 
 namespace mhc::cli {
@@ -15,7 +18,7 @@ namespace {
 
 const char* kRunHelp =
     "usage: mhc run [--model NAME] [--checkpoint PATH] [--layers N] [--tokens T] [--device cpu|cuda] [--seed S]\n"
-    "               [--family F]\n"
+    "               [--family F] [--graph-step T1,T2,...]\n"
     "\n"
     "Runs the mHC residual path of a model (spec section 5): the first-layer broadcast pre,\n"
     "a post_pre boundary around every sublayer, the final post and the head, in the model's\n"
@@ -40,6 +43,10 @@ const char* kRunHelp =
     "  --seed S        seed of the synthetic weights and embedding (default 1)\n"
     "  --family F      force every operator's variant <op>.F (e.g. cuda_generic, cuda_n4, cpu_ref;\n"
     "                  `mhc variants` lists them); default: the dispatcher's choice\n"
+    "  --graph-step L  CUDA only: instead of the checked run, time the mHC path of one decode step\n"
+    "                  of the model (--layers, default all of the preset's layers; sublayers left\n"
+    "                  out) captured in one CUDA graph, for each token count in L (e.g. 1,4,16):\n"
+    "                  median of 50 replays, per step and per boundary; one JSON line per T\n"
     "\n"
     "With --device cuda the same run is repeated on the CPU reference backend and the final\n"
     "outputs are compared: every element within 2 bf16 ulps of max(|reference|, reference rms)\n"
@@ -47,6 +54,49 @@ const char* kRunHelp =
     ">= 99.9% bit-equal, is checked per operator by the GPU test suite); a mismatch exits 3.\n"
     "Prints what ran, the time per operator (synchronous, host clock: use `mhc bench` for\n"
     "kernel timings) and a checksum of the final output.\n";
+
+// `--graph-step`: the whole-model decode figure (tools/decode_step.cpp).
+int run_graph_step(const std::string& model_name, long long layers, long long seed, const std::string& list) {
+#ifdef MHC_WITH_CUDA
+  MHC_CHECK(cuda_available(), "--graph-step: no CUDA device is visible");
+  const ModelPreset& preset = model_preset(model_name);
+  const int32_t L = layers > 0 ? static_cast<int32_t>(layers) : preset.num_layers;
+  std::vector<int64_t> tokens;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    const size_t comma = list.find(',', pos);
+    const std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    MHC_CHECK(!item.empty() && end != nullptr && *end == '\0' && v >= 1 && v <= 4096,
+              "--graph-step: expected token counts in 1..4096, got '", item, "'");
+    tokens.push_back(v);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  const tools::HostModel model = tools::synthetic_model(preset, L, static_cast<uint64_t>(seed));
+  std::printf("mhc run --graph-step: %s, %d layers: pre_broadcast, %d post_pre, post, head per step "
+              "(sublayers left out), one CUDA graph, median of 50 replays\n",
+              preset.name.c_str(), L, 2 * L - 1);
+  for (const tools::DecodeStepRow& r : tools::time_decode_step(model, tokens, 50)) {
+    std::printf("  T=%-5lld %9.1f us per step (p10 %.1f, p90 %.1f), %6.2f us per op, %lld ops, %lld kernels, "
+                "post_pre variant %s\n",
+                static_cast<long long>(r.T), r.step_us, r.p10_us, r.p90_us, r.step_us / static_cast<double>(r.ops),
+                static_cast<long long>(r.ops), static_cast<long long>(r.graph_nodes), r.boundary_variant.c_str());
+    std::printf("{\"kind\": \"decode_step\", \"model\": \"%s\", \"layers\": %d, \"T\": %lld, \"step_us\": %.2f, "
+                "\"p10_us\": %.2f, \"p90_us\": %.2f, \"ops\": %lld, \"graph_nodes\": %lld, \"variant\": \"%s\"}\n",
+                preset.name.c_str(), L, static_cast<long long>(r.T), r.step_us, r.p10_us, r.p90_us,
+                static_cast<long long>(r.ops), static_cast<long long>(r.graph_nodes), r.boundary_variant.c_str());
+  }
+  return 0;
+#else
+  (void)model_name;
+  (void)layers;
+  (void)seed;
+  (void)list;
+  MHC_FAIL("--graph-step: this build has no CUDA backend");
+#endif
+}
 
 }  // namespace
 
@@ -64,7 +114,9 @@ int cmd_run(Args& args) {
   const long long seed = args.get_int("seed", 1);
   const std::string device_arg = args.get("device", cuda_available() ? "cuda" : "cpu");
   const std::string family = args.get("family", "");
+  const std::string graph_step = args.get("graph-step", "");
   args.finish("run");
+  if (!graph_step.empty()) return run_graph_step(model_name, layers_given ? layers : -1, seed, graph_step);
   MHC_CHECK(layers >= 1 && layers <= 1000, "--layers: expected 1..1000, got ", layers);
   MHC_CHECK(tokens >= 0, "--tokens: expected >= 0, got ", tokens);
   MHC_CHECK(device_arg == "cpu" || device_arg == "cuda", "--device: expected cpu or cuda, got '",

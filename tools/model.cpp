@@ -89,7 +89,7 @@ std::vector<uint16_t> standin_sublayer(const std::vector<uint16_t>& x, int index
 }
 
 uint64_t checksum(const std::vector<uint16_t>& values) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = 14695981039346656037ull;  // the 64-bit FNV offset basis
   for (uint16_t v : values) {
     for (int b = 0; b < 2; ++b) {
       h ^= static_cast<uint64_t>((v >> (8 * b)) & 0xff);

@@ -1,5 +1,7 @@
-// src/cuda/variants.cu - the CUDA variant list, in priority order: the first row whose
-// supports() accepts a problem runs it. Ids are "<op>.<variant>".
+// src/cuda/variants.cu - the CUDA variant list, in priority order per operator: the first row
+// whose supports() accepts a problem (and whose prefer(), where it has one, accepts it) runs it.
+// Ids are "<op>.<variant>"; the rows of family "n4" give the same bits (tests/test_gpu.cpp,
+// GpuFamily), so the order is a speed choice, measured on the H200 (docs/performance.md).
 #include "src/cuda/variants.hpp"
 
 namespace mhc::detail {
@@ -12,34 +14,50 @@ std::vector<Variant> cuda_variants() {
   constexpr const char* kN4Decode =
       "CUDA, n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows, 1 <= T <= the workspace's decode limit "
       "(WorkspaceOptions::decode_max_tokens, default 64)";
+  constexpr const char* kN4DecodeLean =
+      "as cuda_n4_decode, H <= 8192";
+  constexpr const char* kDecodeLeanPlan =
+      "decode_kernel<lean> (one launch; each unit forms its own stream's post, phase 2 the sums of squares)";
   constexpr const char* kDecodePlan = "decode_kernel (one launch: post, dots, grid barrier, epilogue, collapse)";
   return {
+      // mixes
+      {"mixes.cuda_n4_decode_lean", Op::kMixes, DeviceType::kCUDA, kN4DecodeLean, n4_decode_lean_supports, n4_decode_lean_run, kDecodeLeanPlan, "n4"},
       {"mixes.cuda_n4_decode", Op::kMixes, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4"},
-      {"pre.cuda_n4_decode", Op::kPre, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4"},
-      {"pre_broadcast.cuda_n4_decode", Op::kPreBroadcast, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4"},
-      {"post_pre.cuda_n4_decode", Op::kPostPre, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4"},
-      {"head.cuda_n4_decode", Op::kHead, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4"},
+      {"mixes.cuda_n4_staged", Op::kMixes, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel", "n4", n4_staged_prefer},
       {"mixes.cuda_n4", Op::kMixes, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (epilogue only)", "n4"},
+      {"mixes.cuda_generic", Op::kMixes, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
+      // collapse
       {"collapse.cuda_n4", Op::kCollapse, DeviceType::kCUDA, kN4, n4_supports, n4_run, "collapse_kernel", "n4"},
-      {"pre.cuda_n4", Op::kPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
-      {"pre_broadcast.cuda_n4", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
-      {"post.cuda_n4", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_run, "post_kernel", "n4"},
-      {"post_pre.cuda_n4", Op::kPostPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel (post fused) -> collapse_kernel", "n4"},
-      {"head.cuda_n4", Op::kHead, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (learned) | collapse_kernel", "n4"},
-      {"mixes.cuda_n4_staged", Op::kMixes, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "mix_kernel (GEMM stage) -> finalize_kernel", "n4"},
       {"collapse.cuda_n4_staged", Op::kCollapse, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "collapse_stream_kernel", "n4"},
-      {"pre.cuda_n4_staged", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "mix_kernel (GEMM stage) -> finalize_kernel -> collapse_stream_kernel", "n4"},
-      {"post_pre.cuda_n4_staged", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "post_kernel -> mix_kernel (GEMM stage) -> finalize_kernel -> collapse_stream_kernel", "n4"},
-      {"head.cuda_n4_staged", Op::kHead, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "mix_kernel (GEMM stage) -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4"},
+      {"collapse.cuda_generic", Op::kCollapse, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
+      // pre
+      {"pre.cuda_n4_decode_lean", Op::kPre, DeviceType::kCUDA, kN4DecodeLean, n4_decode_lean_supports, n4_decode_lean_run, kDecodeLeanPlan, "n4"},
+      {"pre.cuda_n4_decode", Op::kPre, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4"},
+      {"pre.cuda_n4_staged", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
+      {"pre.cuda_n4", Op::kPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
+      {"pre.cuda_generic", Op::kPre, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
+      // pre_broadcast
+      {"pre_broadcast.cuda_n4_decode_lean", Op::kPreBroadcast, DeviceType::kCUDA, kN4DecodeLean, n4_decode_lean_supports, n4_decode_lean_run, kDecodeLeanPlan, "n4"},
+      {"pre_broadcast.cuda_n4_decode", Op::kPreBroadcast, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4"},
+      {"pre_broadcast.cuda_n4", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
+      {"pre_broadcast.cuda_generic", Op::kPreBroadcast, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
+      // post
+      {"post.cuda_n4", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_run, "post_kernel (flat)", "n4"},
       {"post.cuda_n4_flat", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_flat_run, "post_kernel (flat: a thread per token x 8 columns)", "n4"},
       {"post.cuda_n4_rows", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_rows_run, "post_kernel (rows: a block per token row)", "n4"},
       {"post.cuda_n4_pipelined", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_pipelined_run, "post_kernel (rows, next loads in flight)", "n4"},
-      {"mixes.cuda_generic", Op::kMixes, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
-      {"collapse.cuda_generic", Op::kCollapse, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
-      {"pre.cuda_generic", Op::kPre, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
-      {"pre_broadcast.cuda_generic", Op::kPreBroadcast, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
       {"post.cuda_generic", Op::kPost, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
+      // post_pre
+      {"post_pre.cuda_n4_decode_lean", Op::kPostPre, DeviceType::kCUDA, kN4DecodeLean, n4_decode_lean_supports, n4_decode_lean_run, kDecodeLeanPlan, "n4"},
+      {"post_pre.cuda_n4_decode", Op::kPostPre, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4"},
+      {"post_pre.cuda_n4", Op::kPostPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel (post fused) -> collapse_kernel", "n4"},
+      {"post_pre.cuda_n4_staged", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "post_kernel -> gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4"},
       {"post_pre.cuda_generic", Op::kPostPre, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
+      // head
+      {"head.cuda_n4_decode_lean", Op::kHead, DeviceType::kCUDA, kN4DecodeLean, n4_decode_lean_supports, n4_decode_lean_run, kDecodeLeanPlan, "n4"},
+      {"head.cuda_n4_decode", Op::kHead, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4"},
+      {"head.cuda_n4_staged", Op::kHead, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
+      {"head.cuda_n4", Op::kHead, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (learned) | collapse_kernel", "n4"},
       {"head.cuda_generic", Op::kHead, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
   };
 }

@@ -21,10 +21,15 @@ void n4_run(const detail::Problem& p);
 // workspace's decode_tokens; the same bits as n4_run.
 bool n4_decode_supports(const detail::Problem& p);
 void n4_decode_run(const detail::Problem& p);
+// The same kernel's lean form (H <= 8192): each unit forms only its own stream's post.
+bool n4_decode_lean_supports(const detail::Problem& p);
+void n4_decode_lean_run(const detail::Problem& p);
 // src/cuda/n4/staged.cu: the staged plan (post_kernel -> GEMM stage -> finalize_kernel ->
 // collapse_stream_kernel) for every op but post and pre_broadcast; the same bits as n4_run.
 bool n4_staged_supports(const detail::Problem& p);
 void n4_staged_run(const detail::Problem& p);
+/// Where the dispatcher prefers the staged plan (T >= kStagedPreferTokens).
+bool n4_staged_prefer(const detail::Problem& p);
 // src/cuda/n4/staged.cu: post alone with one form of post_kernel each (n4_supports).
 void n4_post_flat_run(const detail::Problem& p);
 void n4_post_rows_run(const detail::Problem& p);
@@ -35,7 +40,7 @@ std::vector<uint32_t> n4_fragments(const PreparedWeights::Impl& w);
 /// Workspace::create, so that no call sets state lazily. Returns false where the device has too
 /// little shared memory per block for mix_kernel (225 KB): the n4 variant then declines the
 /// ops with a mixes stage and the generic one runs.
-bool n4_configure_device();
+bool n4_configure_device(bool* gemm);
 /// Bytes of workspace scratch the n4 path wants for `max_tokens` (partials of one slice) and
 /// decode_kernel for `decode_tokens`.
 size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens);

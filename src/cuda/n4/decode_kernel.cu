@@ -39,7 +39,8 @@ constexpr int kDXStride = kChunkCols + 8;     // padded A row: conflict-free ldm
 constexpr int kUnitPartial = kN * kPartial;   // floats per (token, chunk): [stream][25]
 constexpr int kTileBytes = kGroup * kDXStride * 2;
 constexpr int kRedBytes = kNTiles * kGroup * 8 * 4;  // [n-tile][token][8 rows] fp32
-constexpr int kRowBytes = kMaxH * 2;                 // the collapsed row (RMSNorm fold)
+constexpr int kRowBytes = kMaxH * 2;                 // the collapsed row / RMSNorm weight
+constexpr int kRowRegs = 4;  // vectors per thread a collapse block holds in registers (H <= 8192)
 static_assert(kDecodeThreads == kThreadsB, "collapse_row's fold order needs kThreadsB threads");
 static_assert(kDecodeThreads == 16 * 16, "phase 1: thread (token row, 8-column vector) of a 16-token pass");
 static_assert(kNTiles == kWarps + 1, "warp 0 takes the ninth n-tile");
@@ -55,13 +56,11 @@ struct DecodeParams {
 
 enum Counter { kTickets = 0, kArrived = 1, kDone = 2 };
 
-// A unit's arrival, after all its threads' partial and residual_out writes (release).
+// A unit's arrival, after all its threads' partial and residual_out writes: the block barrier
+// orders them before thread 0's release add (cumulative), which the thread does not wait for.
 __device__ __forceinline__ void arrive(uint32_t* counters) {
   __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    atom_add_acq_rel_gpu(counters + kArrived, 1u);
-  }
+  if (threadIdx.x == 0) red_add_release_gpu(counters + kArrived, 1u);
 }
 
 // Phase 2 starts once every unit has arrived (acquire); the units hold lower tickets, so they
@@ -98,7 +97,14 @@ __device__ __forceinline__ void load_b(const N4Params& p, int c, int j, int w, i
   }
 }
 
-// Phase 1 of unit (c, j) for tokens [g0, g0 + kGroup).
+// v[j] for a runtime j without indexing a register array (which would go to local memory).
+__device__ __forceinline__ uint4 pick(const uint4 (&v)[kN], int j) {
+  return j == 0 ? v[0] : j == 1 ? v[1] : j == 2 ? v[2] : v[3];
+}
+
+// Phase 1 of unit (c, j) for tokens [g0, g0 + kGroup). kLean: the post stage of stream j alone
+// (post1) and no sum of squares (phase 2 forms it from the new residual).
+template <bool kLean>
 __device__ __forceinline__ void unit_group(const DecodeParams& d, int c, int j, int64_t g0, const uint2 (&b)[2][kMmaSteps],
                                            unsigned char* smem) {
   const N4Params& p = d.p;
@@ -120,7 +126,14 @@ __device__ __forceinline__ void unit_group(const DecodeParams& d, int c, int j, 
       uint4 r[kN];
 #pragma unroll
       for (int s = 0; s < kN; ++s) r[s] = ldcg16(res + s * p.res_stream_stride);
-      if (p.has_post) {
+      if (p.has_post && kLean) {
+        const uint4 lo = ldcg16(p.layer_output + t * p.layer_output_stride + col0);
+        float wj[kN + 1];  // post_weights' w[j]: (post[j], comb[0,j], .., comb[3,j])
+        wj[0] = __ldcg(p.post_mix + t * p.post_mix_stride + j);
+#pragma unroll
+        for (int s = 0; s < kN; ++s) wj[s + 1] = __ldcg(p.comb_mix + t * p.comb_mix_stride + s * kN + j);
+        x[0] = post1(wj, sum_error_scale(wj), r, lo);
+      } else if (p.has_post) {
         const uint4 lo = ldcg16(p.layer_output + t * p.layer_output_stride + col0);
         float mix[kN + kN * kN];
 #pragma unroll
@@ -128,17 +141,20 @@ __device__ __forceinline__ void unit_group(const DecodeParams& d, int c, int j, 
 #pragma unroll
         for (int s = 0; s < kN * kN; ++s) mix[kN + s] = __ldcg(p.comb_mix + t * p.comb_mix_stride + s);
         post8(post_weights(mix, mix + kN), r, lo, x);
+        x[0] = x[j];
       } else {
 #pragma unroll
         for (int s = 0; s < kN; ++s) x[s] = r[s];
+        x[0] = pick(r, j);
       }
-      if (p.residual_out != nullptr) st16(p.residual_out + t * p.residual_out_stride + j * p.H + col0, x[j]);
+      if (p.residual_out != nullptr) st16(p.residual_out + t * p.residual_out_stride + j * p.H + col0, x[0]);
     } else {
 #pragma unroll
       for (int s = 0; s < kN; ++s) x[s] = make_uint4(0, 0, 0, 0);
     }
-    *reinterpret_cast<uint4*>(tile + tl * kDXStride + cv * 8) = x[j];
-    if (j == 0) {
+    *reinterpret_cast<uint4*>(tile + tl * kDXStride + cv * 8) = x[0];
+    if (!kLean && j == 0) {
+      // x[0] is stream 0 here (j = 0), x[1..3] the other streams, as mix_post_item sums them.
       float sq = 0.0f;
 #pragma unroll
       for (int s = 0; s < kN; ++s) {
@@ -193,11 +209,13 @@ __device__ __forceinline__ void unit_group(const DecodeParams& d, int c, int j, 
 
 // The token's 24 dots and sum of squares in the canonical order (collapse_kernel's partial sum:
 // the chunk partial ((v_0 + v_1) + v_2) + v_3, then 8 interleaved groups of chunks, then the
-// groups in order) into s_dot[25]. All threads call it.
+// groups in order) into s_dot[25]. All threads call it. kLean: the sum of squares' group sums
+// are already in s_part[.][24] (chunk_squares).
+template <bool kLean>
 __device__ __forceinline__ void token_sums(const DecodeParams& d, int64_t t, float (*s_part)[kPartial], float* s_dot) {
   const N4Params& p = d.p;
   const int tid = threadIdx.x;
-  if (tid < kPartialSplit * kPartial) {
+  if (tid < kPartialSplit * kPartial && !(kLean && tid % kPartial == kRows)) {
     const int part = tid / kPartial, r = tid % kPartial;
     const float* src = d.dp + t * p.chunks * kUnitPartial + r;
     float v[kMaxChunks / kPartialSplit];
@@ -233,12 +251,71 @@ __device__ __forceinline__ void token_sums(const DecodeParams& d, int64_t t, flo
   __syncthreads();
 }
 
+// The lean form's sums of squares, from the token's new residual in registers (load_row with
+// all streams): per (chunk, 8-column vector) the fmaf chain over streams then elements and the
+// butterfly over the chunk's 16 vectors, as mix_post_item forms them (thread tid holds vector
+// tid + 256 i, so a chunk's vectors are 16 consecutive lanes), then the 8 interleaved group sums
+// of the canonical order into s_part[.][24]. All threads call it.
+__device__ __forceinline__ void chunk_squares(const N4Params& p, const uint4 (&r)[kRowRegs][kN],
+                                              float (*s_part)[kPartial], float* s_chunk) {
+  const int tid = threadIdx.x;
+  const int64_t vecs = p.H / 8;
+#pragma unroll
+  for (int i = 0; i < kRowRegs; ++i) {
+    const int64_t v = tid + i * kDecodeThreads;
+    if (v < vecs) {  // warp-uniform: vecs is a multiple of 64
+      float sq = 0.0f;
+#pragma unroll
+      for (int s = 0; s < kN; ++s) {
+        float f[8];
+        unpack8(r[i][s], f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sq = fmaf(f[e], f[e], sq);
+      }
+#pragma unroll
+      for (int off = 8; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
+      if ((tid & 15) == 0) s_chunk[v >> 4] = sq;
+    }
+  }
+  __syncthreads();
+  if (tid < kPartialSplit) {
+    float v[kMaxChunks / kPartialSplit];
+#pragma unroll
+    for (int i = 0; i < kMaxChunks / kPartialSplit; ++i) {
+      const int c = tid + i * kPartialSplit;
+      v[i] = c < p.chunks ? s_chunk[c] : 0.0f;
+    }
+    float s = v[0];
+#pragma unroll
+    for (int i = 1; i < kMaxChunks / kPartialSplit; ++i) s += v[i];
+    s_part[tid][kRows] = s;
+  }
+}
+
+// The fresh pre of token t into s_pre (computed), or its carried pre; s_dot holds its sums.
+__device__ __forceinline__ void collapse_weights(const N4Params& p, int64_t t, bool computed, const float* s_dot,
+                                                 float* s_pre) {
+  const int tid = threadIdx.x;
+  if (computed) {
+    if (tid == 0) {
+      float pre[kN];
+      mixes_pre<kN>(p.epi, s_dot, s_dot[kRows], p.inv_k, pre);
+#pragma unroll
+      for (int j = 0; j < kN; ++j) s_pre[j] = pre[j];
+    }
+  } else if (p.pre_source == PreSource::kCarried && tid < kN) {
+    s_pre[tid] = __ldcg(p.pre_mix_in + t * p.pre_mix_in_stride + tid);
+  }
+}
+
+template <bool kLean>
 __global__ void __launch_bounds__(kDecodeThreads, 2) decode_kernel(const DecodeParams d) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float scratch[kDecodeThreads / 32];
   __shared__ float s_part[kPartialSplit][kPartial];
   __shared__ float s_dot[kPartial];
   __shared__ float s_pre[kN];
+  __shared__ float s_chunk[kMaxChunks];
   __shared__ int s_ticket;
   const N4Params& p = d.p;
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
@@ -256,32 +333,51 @@ __global__ void __launch_bounds__(kDecodeThreads, 2) decode_kernel(const DecodeP
 
   if (ticket < d.units) {
     if (ticket != guess) load_b(p, ticket >> 2, ticket & 3, w, lane, b);
-    for (int64_t g0 = 0; g0 < p.T; g0 += kGroup) unit_group(d, ticket >> 2, ticket & 3, g0, b, smem);
+    for (int64_t g0 = 0; g0 < p.T; g0 += kGroup) unit_group<kLean>(d, ticket >> 2, ticket & 3, g0, b, smem);
     arrive(d.counters);
     if (phase2_blocks == 0) finish(d.counters, static_cast<uint32_t>(d.units));
     return;
   }
-  wait_for_units(d.counters, static_cast<uint32_t>(d.units));
   const int task = ticket - d.units;
-  if (task < d.collapse_blocks) {
-    const int64_t t = task;
-    if (p.pre_source == PreSource::kComputed && !p.head_mean) {
-      token_sums(d, t, s_part, s_dot);
+  const bool collapse_task = task < d.collapse_blocks;
+  const int64_t t = collapse_task ? task : task - d.collapse_blocks;
+  const bool fold = p.rmsnorm_weight != nullptr;
+  const int64_t vecs = p.H / 8;
+  const bool from_registers = kLean || vecs <= kRowRegs * kDecodeThreads;  // kLean: H <= 8192
+  uint4* w_smem = reinterpret_cast<uint4*>(smem);
+  if (collapse_task && fold && from_registers) {
+    // The RMSNorm weight (a weight: no dependence on the units) while the units run.
+    for (int64_t v = tid; v < vecs; v += kDecodeThreads) cp_async16_keep(w_smem + v, p.rmsnorm_weight + v * 8);
+  }
+  cp_async_commit();
+  wait_for_units(d.counters, static_cast<uint32_t>(d.units));
+  const bool computed = p.pre_source == PreSource::kComputed && !p.head_mean;
+  if (from_registers) {
+    // Every load of the token issued before any arithmetic: its streams, then its partials.
+    uint4 r[kRowRegs][kN];
+    load_row<kRowRegs>(p, t, r, kLean);
+    if (kLean) chunk_squares(p, r, s_part, s_chunk);
+    if (collapse_task) {
+      if (computed) token_sums<kLean>(d, t, s_part, s_dot);
+      collapse_weights(p, t, computed, s_dot, s_pre);
+      cp_async_wait<0>();
+      __syncthreads();
+      collapse_loaded<kRowRegs>(p, t, s_pre, r, w_smem, scratch);
+    } else {
+      // The epilogue's outputs (pre_mix_out, post_mix_out, comb_mix_out) of one token.
+      token_sums<kLean>(d, t, s_part, s_dot);
       if (tid == 0) {
         float pre[kN];
-        mixes_pre<kN>(p.epi, s_dot, s_dot[kRows], p.inv_k, pre);
-#pragma unroll
-        for (int j = 0; j < kN; ++j) s_pre[j] = pre[j];
+        mixes_epilogue<kN>(p.epi, s_dot, s_dot[kRows], p.inv_k, t, pre);
       }
-    } else if (p.pre_source == PreSource::kCarried && tid < kN) {
-      s_pre[tid] = __ldcg(p.pre_mix_in + t * p.pre_mix_in_stride + tid);
     }
+  } else if (collapse_task) {
+    if (computed) token_sums<false>(d, t, s_part, s_dot);
+    collapse_weights(p, t, computed, s_dot, s_pre);
     __syncthreads();
     collapse_row<true>(p, t, s_pre, smem, scratch);
   } else {
-    // The epilogue's outputs (pre_mix_out, post_mix_out, comb_mix_out) of one token.
-    const int64_t t = task - d.collapse_blocks;
-    token_sums(d, t, s_part, s_dot);
+    token_sums<false>(d, t, s_part, s_dot);
     if (tid == 0) {
       float pre[kN];
       mixes_epilogue<kN>(p.epi, s_dot, s_dot[kRows], p.inv_k, t, pre);
@@ -301,7 +397,9 @@ size_t decode_scratch_bytes(int64_t tokens) {
   return static_cast<size_t>(tokens) * kMaxChunks * kUnitPartial * sizeof(float);
 }
 
-void launch_decode_kernel(const N4Params& p, float* scratch, uint32_t* counters, const LaunchCtx& ctx) {
+bool decode_lean_supports(int64_t H) { return H / 8 <= static_cast<int64_t>(kRowRegs) * kDecodeThreads; }
+
+void launch_decode_kernel(const N4Params& p, float* scratch, uint32_t* counters, const LaunchCtx& ctx, bool lean) {
   DecodeParams d{};
   d.p = p;
   d.dp = scratch;
@@ -310,7 +408,8 @@ void launch_decode_kernel(const N4Params& p, float* scratch, uint32_t* counters,
   d.collapse_blocks = p.has_collapse ? static_cast<int32_t>(p.T) : 0;
   d.epilogue_blocks = p.epi.head ? 0 : static_cast<int32_t>(p.T);
   const int32_t blocks = d.units + d.collapse_blocks + d.epilogue_blocks;
-  launch_kernel(decode_kernel, dim3(static_cast<unsigned>(blocks)), kDecodeThreads, kDecodeSmem, ctx, d);
+  launch_kernel(lean ? decode_kernel<true> : decode_kernel<false>, dim3(static_cast<unsigned>(blocks)), kDecodeThreads,
+                kDecodeSmem, ctx, d);
 }
 
 }  // namespace mhc::cuda::n4

@@ -24,8 +24,8 @@ void launch_collapse_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// post_kernel (post_kernel.cu): post alone. `variant` picks the kernel's form (same bits):
 /// kPostFlat one thread per (token, 8 columns), grid-stride; kPostRows a block per token row,
 /// the token's weights once; kPostPipelined kPostRows with the next step's loads in flight;
-/// kPostAuto kPostFlat where T is too small to give every resident block a row, else
-/// kPostPipelined.
+/// kPostAuto kPostFlat, the fastest of the three at every T measured on the H200
+/// (docs/performance.md).
 enum PostVariant : int { kPostAuto = -1, kPostFlat = 0, kPostRows = 1, kPostPipelined = 2 };
 void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant = kPostAuto);
 /// finalize_kernel (finalize_kernel.cu): the canonical sums of the partials of p.T tokens and
@@ -38,7 +38,10 @@ void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// decode_kernel (decode_kernel.cu): a whole op with a mixes stage in one launch, T <= 128.
 /// scratch: decode_scratch_bytes(T); counters: the workspace's [3] counters, zero between
 /// launches (the kernel leaves them so). One launch at a time per workspace.
-void launch_decode_kernel(const N4Params& p, float* scratch, uint32_t* counters, const LaunchCtx& ctx);
+/// lean: units compute only their own stream's post and phase 2 the sums of squares (H <= 8192,
+/// decode_lean_supports); the same bits.
+void launch_decode_kernel(const N4Params& p, float* scratch, uint32_t* counters, const LaunchCtx& ctx, bool lean);
+bool decode_lean_supports(int64_t H);
 /// Workspace bytes decode_kernel needs for `tokens` tokens at the largest H.
 size_t decode_scratch_bytes(int64_t tokens);
 

@@ -135,12 +135,22 @@ void n4_decode_run(const detail::Problem& p) {
             ", the workspace's decode limit ", p.workspace != nullptr ? p.workspace->decode_tokens : 0, ")");
   if (p.T == 0) return;
   launch_decode_kernel(n4_params(p), static_cast<float*>(p.workspace->scratch), p.workspace->decode_counters,
-                       launch_ctx(p));
+                       launch_ctx(p), false);
 }
 
-bool n4_configure_device() {
+bool n4_decode_lean_supports(const detail::Problem& p) { return n4_decode_supports(p) && decode_lean_supports(p.H); }
+
+void n4_decode_lean_run(const detail::Problem& p) {
+  MHC_CHECK(n4_decode_lean_supports(p), detail::op_name(p.op), ": cuda_n4_decode_lean does not support this call");
+  if (p.T == 0) return;
+  launch_decode_kernel(n4_params(p), static_cast<float*>(p.workspace->scratch), p.workspace->decode_counters,
+                       launch_ctx(p), true);
+}
+
+bool n4_configure_device(bool* gemm) {
   int device = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&device));
+  *gemm = configure_gemm_kernel(device);
   return configure_mix_kernel(device);
 }
 

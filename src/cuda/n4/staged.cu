@@ -26,6 +26,9 @@ namespace {
 // Tokens per slice where a collapse follows the mixes (the workspace's MHC_N4_SLICE_TOKENS
 // overrides it); to be measured against the L2 (a slice's new residual is 8H bytes a token).
 constexpr int64_t kStagedSliceTokens = 2048;
+// The dispatcher prefers the staged plan of pre, head and mixes from this T on: at T = 128 the
+// fused cuda_n4 plan was faster, at T >= 1024 the staged one (H200, docs/performance.md).
+constexpr int64_t kStagedPreferTokens = 512;
 
 // Offsets every token-indexed pointer of `p` by `t0` tokens (the partials are slice-relative).
 N4Params staged_slice(N4Params p, int64_t t0, int64_t count) {
@@ -46,19 +49,25 @@ N4Params staged_slice(N4Params p, int64_t t0, int64_t count) {
 
 // The GEMM stage of a slice: the partial dots and sums of squares of the streams the collapse
 // reads (p.x: the new residual for post_pre, else the input streams), nothing else written.
-// mix_kernel without its post stage; gemm_kernel has the same contract and bits and takes its
-// place once Workspace::create configures it (configure_gemm_kernel in n4_configure_device).
-void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx) {
+// gemm_kernel where Workspace::create could configure it (200 KB of shared memory), else
+// mix_kernel without its post stage: the same contract and bits.
+void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, bool gemm_kernel) {
   N4Params g = s;
   g.has_post = false;
   g.residual = s.x;
   g.residual_stride = s.x_stride;
   g.res_stream_stride = s.x_stream_stride;
   g.residual_out = nullptr;
-  launch_mix_kernel(g, ctx);
+  if (gemm_kernel) {
+    launch_gemm_kernel(g, ctx);
+  } else {
+    launch_mix_kernel(g, ctx);
+  }
 }
 
 }  // namespace
+
+bool n4_staged_prefer(const detail::Problem& p) { return p.T >= kStagedPreferTokens; }
 
 bool n4_staged_supports(const detail::Problem& p) {
   if (p.op == detail::Op::kPreBroadcast || p.op == detail::Op::kPost) return false;
@@ -95,7 +104,7 @@ void n4_staged_run(const detail::Problem& p) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
     const N4Params s = staged_slice(k, t0, count);
     if (s.has_post) launch_post_kernel(s, ctx);
-    launch_gemm_stage(s, ctx);
+    launch_gemm_stage(s, ctx, p.workspace->n4_gemm);
     launch_finalize_kernel(s, pre, ctx);
     if (!s.has_collapse) continue;
     N4Params c = s;
