@@ -352,7 +352,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 2) decode_kernel(const DecodeP
   cp_async_commit();
   wait_for_units(d.counters, static_cast<uint32_t>(d.units));
   const bool computed = p.pre_source == PreSource::kComputed && !p.head_mean;
-  if (from_registers) {
+  if (from_registers && (kLean || collapse_task)) {
     // Every load of the token issued before any arithmetic: its streams, then its partials.
     uint4 r[kRowRegs][kN];
     load_row<kRowRegs>(p, t, r, kLean);
