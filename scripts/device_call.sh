@@ -14,7 +14,7 @@ tar -xf $R/dev/device-logs.tar -C $R 2>/dev/null
 grep -E "^\[  FAILED" $R/work/gpu-tests.log | head -20 | tee -a $R/summary.txt
 grep -E "variant comparisons" $R/work/gpu-tests.log > $R/family-counts.txt
 S bench
-timeout 120 $B bench --ops post_pre,pre,head,post,mixes,collapse --modes normal_fold,shifted_fold,learned_fold,full,plain,carried_fold --H 4096,5120,7168 --T 1,2,4,8,16,32,64,128,512,1024,4096,8192,16384 --budget-s 105 --out $R/mhc.jsonl > $R/bench.log 2>&1
+timeout 120 $B bench --ops post_pre,pre,head,post,mixes,collapse --modes normal_fold,shifted_fold,learned_fold,full,plain,carried_fold --H 4096,5120,7168 --T 1,4,16,64,128,1024,4096,16384 --budget-s 105 --out $R/mhc.jsonl > $R/bench.log 2>&1
 grep "^\[" $R/bench.log | sed 's/(p10[^)]*)//; s/, chain.*//' | tail -250 > $R/bench-rows.txt; head -2 $R/bench.log >> $R/summary.txt
 S variants
 for v in post_pre.cuda_n4_decode post_pre.cuda_n4_decode_lean; do timeout 15 $B bench --ops post_pre --modes normal_fold --H 4096,7168 --T 1,16,64 --variant $v --budget-s 9 --out $R/v-$v.jsonl 2>&1 | grep "^\[" | sed 's/(p10[^)]*)//; s/, chain.*//'; done | tee -a $R/summary.txt
