@@ -18,7 +18,9 @@ std::vector<Variant> cuda_variants() {
       "as cuda_n4_decode, H <= 8192";
   constexpr const char* kDecodeLeanPlan =
       "decode_kernel<lean> (one launch; each unit forms its own stream's post, phase 2 the sums of squares)";
-  constexpr const char* kDecodePlan = "decode_kernel (one launch: post, dots, grid barrier, epilogue, collapse)";
+  constexpr const char* kDecodePlan =
+      "decode_kernel (one launch: unit blocks form the post and the dots, then one block per token the "
+      "collapse and one the epilogue)";
   return {
       // mixes
       {"mixes.cuda_n4_decode_lean", Op::kMixes, DeviceType::kCUDA, kN4DecodeLean, n4_decode_lean_supports, n4_decode_lean_run, kDecodeLeanPlan, "n4"},
@@ -50,8 +52,8 @@ std::vector<Variant> cuda_variants() {
       // post_pre
       {"post_pre.cuda_n4_decode_lean", Op::kPostPre, DeviceType::kCUDA, kN4DecodeLean, n4_decode_lean_supports, n4_decode_lean_run, kDecodeLeanPlan, "n4"},
       {"post_pre.cuda_n4_decode", Op::kPostPre, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4"},
+      {"post_pre.cuda_n4_staged", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "post_kernel -> gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4", Op::kPostPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel (post fused) -> collapse_kernel", "n4"},
-      {"post_pre.cuda_n4_staged", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "post_kernel -> gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4"},
       {"post_pre.cuda_generic", Op::kPostPre, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
       // head
       {"head.cuda_n4_decode_lean", Op::kHead, DeviceType::kCUDA, kN4DecodeLean, n4_decode_lean_supports, n4_decode_lean_run, kDecodeLeanPlan, "n4"},

@@ -30,6 +30,7 @@ bool n4_staged_supports(const detail::Problem& p);
 void n4_staged_run(const detail::Problem& p);
 /// Where the dispatcher prefers the staged plan (T >= kStagedPreferTokens).
 bool n4_staged_prefer(const detail::Problem& p);
+bool n4_staged_prefer_post_pre(const detail::Problem& p);
 // src/cuda/n4/staged.cu: post alone with one form of post_kernel each (n4_supports).
 void n4_post_flat_run(const detail::Problem& p);
 void n4_post_rows_run(const detail::Problem& p);

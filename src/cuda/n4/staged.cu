@@ -26,9 +26,11 @@ namespace {
 // Tokens per slice where a collapse follows the mixes (the workspace's MHC_N4_SLICE_TOKENS
 // overrides it); to be measured against the L2 (a slice's new residual is 8H bytes a token).
 constexpr int64_t kStagedSliceTokens = 2048;
-// The dispatcher prefers the staged plan of pre, head and mixes from this T on: at T = 128 the
-// fused cuda_n4 plan was faster, at T >= 1024 the staged one (H200, docs/performance.md).
+// The dispatcher prefers the staged plan of pre, head and mixes from this T on (at T = 128 the
+// cuda_n4 plan was faster on the H200, at T >= 1024 the staged one), and of post_pre from
+// kStagedPreferPostPre on (fused faster at T = 1024, staged at T = 4096: docs/performance.md).
 constexpr int64_t kStagedPreferTokens = 512;
+constexpr int64_t kStagedPreferPostPre = 4096;
 
 // Offsets every token-indexed pointer of `p` by `t0` tokens (the partials are slice-relative).
 N4Params staged_slice(N4Params p, int64_t t0, int64_t count) {
@@ -68,6 +70,7 @@ void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, bool gemm_kernel
 }  // namespace
 
 bool n4_staged_prefer(const detail::Problem& p) { return p.T >= kStagedPreferTokens; }
+bool n4_staged_prefer_post_pre(const detail::Problem& p) { return p.T >= kStagedPreferPostPre; }
 
 bool n4_staged_supports(const detail::Problem& p) {
   if (p.op == detail::Op::kPreBroadcast || p.op == detail::Op::kPost) return false;
