@@ -26,6 +26,21 @@ __device__ __forceinline__ float fast_rcp(float x) {
 
 __device__ __forceinline__ float sigmoid(float x) { return fast_rcp(1.0f + expf(-x)); }
 
+/// Divides each line of the N x N matrix c by (its sum + eps): line a is the elements
+/// c[a * kLine + b * kStep], b = 0..N-1, summed in b order from 0.
+template <int N, int kLine, int kStep>
+__device__ __forceinline__ void normalise_lines(float (&c)[N * N], float eps) {
+#pragma unroll
+  for (int a = 0; a < N; ++a) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int b = 0; b < N; ++b) sum += c[a * kLine + b * kStep];
+    const float r = fast_rcp(sum + eps);
+#pragma unroll
+    for (int b = 0; b < N; ++b) c[a * kLine + b * kStep] *= r;
+  }
+}
+
 /// The spec's Sinkhorn (section 3), in registers, on an N x N matrix c[j*N + k].
 template <int N>
 __device__ __forceinline__ void sinkhorn(float (&c)[N * N], int iters, float eps) {
@@ -45,26 +60,8 @@ __device__ __forceinline__ void sinkhorn(float (&c)[N * N], int iters, float eps
     for (int k = 0; k < N; ++k) c[j * N + k] = fmaf(c[j * N + k], r, eps);
   }
   for (int it = 0; it < iters; ++it) {
-    if (it > 0) {
-#pragma unroll
-      for (int j = 0; j < N; ++j) {
-        float sum = 0.0f;
-#pragma unroll
-        for (int k = 0; k < N; ++k) sum += c[j * N + k];
-        const float r = fast_rcp(sum + eps);
-#pragma unroll
-        for (int k = 0; k < N; ++k) c[j * N + k] *= r;
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < N; ++j) sum += c[j * N + k];
-      const float r = fast_rcp(sum + eps);
-#pragma unroll
-      for (int j = 0; j < N; ++j) c[j * N + k] *= r;
-    }
+    if (it > 0) normalise_lines<N, N, 1>(c, eps);  // rows: c[j, :] / (rowsum + eps)
+    normalise_lines<N, 1, N>(c, eps);              // columns: c[:, k] / (colsum + eps)
   }
 }
 
@@ -120,6 +117,12 @@ __device__ __forceinline__ void mixes_epilogue(const EpilogueParams& e, const fl
   }
 }
 
+/// The fields every CUDA params struct shares, filled from a problem (one copy for all of
+/// them): sizes, stage flags, the pre source, the token-indexed tensors and their row strides,
+/// the RMSNorm weight and the epilogue. Each launcher adds what only its kernels use.
+template <typename Params>
+void fill_common_params(Params& k, const detail::Problem& p);
+
 /// Builds the epilogue params of a problem.
 inline EpilogueParams make_epilogue(const detail::Problem& p) {
   EpilogueParams e{};
@@ -140,6 +143,34 @@ inline EpilogueParams make_epilogue(const detail::Problem& p) {
   e.comb_mix_out = p.comb_mix_out;
   e.comb_mix_out_stride = p.comb_mix_out_stride;
   return e;
+}
+
+template <typename Params>
+void fill_common_params(Params& k, const detail::Problem& p) {
+  k.T = p.T;
+  k.H = p.H;
+  k.has_post = p.has_post_stage();
+  k.has_mixes = p.has_mixes_stage();
+  k.has_collapse = p.has_collapse_stage();
+  k.pre_source = p.pre_source;
+  k.head_mean = p.mean_head();
+  k.residual = p.residual;
+  k.residual_stride = p.residual_stride;
+  k.layer_output = p.layer_output;
+  k.layer_output_stride = p.layer_output_stride;
+  k.post_mix = p.post_mix;
+  k.post_mix_stride = p.post_mix_stride;
+  k.comb_mix = p.comb_mix;
+  k.comb_mix_stride = p.comb_mix_stride;
+  k.pre_mix_in = p.pre_mix_in;
+  k.pre_mix_in_stride = p.pre_mix_in_stride;
+  k.rmsnorm_weight = p.rmsnorm_weight;
+  k.rmsnorm_eps = p.rmsnorm_eps;
+  k.residual_out = p.residual_out;
+  k.residual_out_stride = p.residual_out_stride;
+  k.layer_input = p.layer_input;
+  k.layer_input_stride = p.layer_input_stride;
+  k.epi = make_epilogue(p);
 }
 
 }  // namespace mhc::cuda

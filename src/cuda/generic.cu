@@ -170,37 +170,17 @@ __global__ void __launch_bounds__(kThreads, 1) generic_kernel(const GenericParam
 
 GenericParams make_params(const detail::Problem& p) {
   GenericParams g{};
-  g.T = p.T;
-  g.H = p.H;
+  fill_common_params(g, p);
   g.rows = p.weights != nullptr ? p.weights->rows : 0;
-  g.has_post = p.has_post_stage();
-  g.has_mixes = p.has_mixes_stage();
-  g.has_collapse = p.has_collapse_stage();
-  g.pre_source = p.pre_source;
-  g.head_mean = p.mean_head();
-  g.residual = p.residual;
-  g.residual_stride = p.residual_stride;
   g.residual_broadcast = p.residual_broadcast;
-  g.layer_output = p.layer_output;
-  g.layer_output_stride = p.layer_output_stride;
-  g.post_mix = p.post_mix;
-  g.post_mix_stride = p.post_mix_stride;
-  g.comb_mix = p.comb_mix;
-  g.comb_mix_stride = p.comb_mix_stride;
-  g.pre_mix_in = p.pre_mix_in;
-  g.pre_mix_in_stride = p.pre_mix_in_stride;
-  g.rmsnorm_weight = p.rmsnorm_weight;
-  g.rmsnorm_eps = p.rmsnorm_eps;
   if (p.weights != nullptr) {
     g.fn_t = (p.residual_broadcast && !p.has_post_stage()) ? p.weights->d_fn_b_t : p.weights->d_fn_t;
   }
-  g.residual_out = p.op == detail::Op::kPost || p.op == detail::Op::kPostPre || p.op == detail::Op::kPreBroadcast
-                       ? p.residual_out
-                       : nullptr;
-  g.residual_out_stride = p.residual_out_stride;
-  g.layer_input = p.layer_input;
-  g.layer_input_stride = p.layer_input_stride;
-  g.epi = make_epilogue(p);
+  // residual_out is written by the ops that have one (post, post_pre, the optional materialised
+  // streams of pre_broadcast).
+  if (p.op != detail::Op::kPost && p.op != detail::Op::kPostPre && p.op != detail::Op::kPreBroadcast) {
+    g.residual_out = nullptr;
+  }
   return g;
 }
 

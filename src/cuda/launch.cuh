@@ -45,4 +45,22 @@ void launch_kernel(void (*kernel)(Params), dim3 grid, int threads, size_t smem, 
   MHC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, params));
 }
 
+/// Allows `kernel` `bytes` of dynamic shared memory on `device` (the current device); false
+/// where the device's opt-in limit per block is smaller (the kernel then cannot run there).
+template <typename Params>
+bool allow_dynamic_smem(void (*kernel)(Params), int device, int bytes) {
+  int optin = 0;
+  MHC_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (optin < bytes) return false;
+  MHC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  return true;
+}
+
+/// The grid of a kernel that gives each block an equal contiguous range of `items` work items:
+/// one block per multiprocessor, fewer where there are fewer items. 32-bit item indices.
+inline unsigned item_grid(int64_t items, int32_t num_sms, const char* kernel) {
+  MHC_CHECK(items < (int64_t{1} << 31), kernel, ": too many tokens in one slice");
+  return static_cast<unsigned>(items < num_sms ? items : num_sms);
+}
+
 }  // namespace mhc::cuda

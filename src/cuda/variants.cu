@@ -21,46 +21,56 @@ std::vector<Variant> cuda_variants() {
   constexpr const char* kDecodePlan =
       "decode_kernel (one launch: unit blocks form the post and the dots, then one block per token the "
       "collapse and one the epilogue)";
+  // The rows every operator with a mixes stage has, alike but for id and operator.
+  auto decode_lean = [&](const char* id, Op op) {
+    return Variant{id, op, DeviceType::kCUDA, kN4DecodeLean, n4_decode_lean_supports, n4_decode_lean_run, kDecodeLeanPlan, "n4"};
+  };
+  auto decode = [&](const char* id, Op op) {
+    return Variant{id, op, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4"};
+  };
+  auto generic = [&](const char* id, Op op) {
+    return Variant{id, op, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"};
+  };
   return {
       // mixes
-      {"mixes.cuda_n4_decode_lean", Op::kMixes, DeviceType::kCUDA, kN4DecodeLean, n4_decode_lean_supports, n4_decode_lean_run, kDecodeLeanPlan, "n4"},
-      {"mixes.cuda_n4_decode", Op::kMixes, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4"},
+      decode_lean("mixes.cuda_n4_decode_lean", Op::kMixes),
+      decode("mixes.cuda_n4_decode", Op::kMixes),
       {"mixes.cuda_n4_staged", Op::kMixes, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel", "n4", n4_staged_prefer},
       {"mixes.cuda_n4", Op::kMixes, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (epilogue only)", "n4"},
-      {"mixes.cuda_generic", Op::kMixes, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
+      generic("mixes.cuda_generic", Op::kMixes),
       // collapse
       {"collapse.cuda_n4", Op::kCollapse, DeviceType::kCUDA, kN4, n4_supports, n4_run, "collapse_kernel", "n4"},
       {"collapse.cuda_n4_staged", Op::kCollapse, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "collapse_stream_kernel", "n4"},
-      {"collapse.cuda_generic", Op::kCollapse, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
+      generic("collapse.cuda_generic", Op::kCollapse),
       // pre
-      {"pre.cuda_n4_decode_lean", Op::kPre, DeviceType::kCUDA, kN4DecodeLean, n4_decode_lean_supports, n4_decode_lean_run, kDecodeLeanPlan, "n4"},
-      {"pre.cuda_n4_decode", Op::kPre, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4"},
+      decode_lean("pre.cuda_n4_decode_lean", Op::kPre),
+      decode("pre.cuda_n4_decode", Op::kPre),
       {"pre.cuda_n4_staged", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4", Op::kPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
-      {"pre.cuda_generic", Op::kPre, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
+      generic("pre.cuda_generic", Op::kPre),
       // pre_broadcast
-      {"pre_broadcast.cuda_n4_decode_lean", Op::kPreBroadcast, DeviceType::kCUDA, kN4DecodeLean, n4_decode_lean_supports, n4_decode_lean_run, kDecodeLeanPlan, "n4"},
-      {"pre_broadcast.cuda_n4_decode", Op::kPreBroadcast, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4"},
+      decode_lean("pre_broadcast.cuda_n4_decode_lean", Op::kPreBroadcast),
+      decode("pre_broadcast.cuda_n4_decode", Op::kPreBroadcast),
       {"pre_broadcast.cuda_n4", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
-      {"pre_broadcast.cuda_generic", Op::kPreBroadcast, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
+      generic("pre_broadcast.cuda_generic", Op::kPreBroadcast),
       // post
       {"post.cuda_n4", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_run, "post_kernel (flat)", "n4"},
       {"post.cuda_n4_flat", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_flat_run, "post_kernel (flat: a thread per token x 8 columns)", "n4"},
       {"post.cuda_n4_rows", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_rows_run, "post_kernel (rows: a block per token row)", "n4"},
       {"post.cuda_n4_pipelined", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_pipelined_run, "post_kernel (rows, next loads in flight)", "n4"},
-      {"post.cuda_generic", Op::kPost, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
+      generic("post.cuda_generic", Op::kPost),
       // post_pre
-      {"post_pre.cuda_n4_decode_lean", Op::kPostPre, DeviceType::kCUDA, kN4DecodeLean, n4_decode_lean_supports, n4_decode_lean_run, kDecodeLeanPlan, "n4"},
-      {"post_pre.cuda_n4_decode", Op::kPostPre, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4"},
+      decode_lean("post_pre.cuda_n4_decode_lean", Op::kPostPre),
+      decode("post_pre.cuda_n4_decode", Op::kPostPre),
       {"post_pre.cuda_n4_staged", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "post_kernel -> gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4", Op::kPostPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel (post fused) -> collapse_kernel", "n4"},
-      {"post_pre.cuda_generic", Op::kPostPre, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
+      generic("post_pre.cuda_generic", Op::kPostPre),
       // head
-      {"head.cuda_n4_decode_lean", Op::kHead, DeviceType::kCUDA, kN4DecodeLean, n4_decode_lean_supports, n4_decode_lean_run, kDecodeLeanPlan, "n4"},
-      {"head.cuda_n4_decode", Op::kHead, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4"},
+      decode_lean("head.cuda_n4_decode_lean", Op::kHead),
+      decode("head.cuda_n4_decode", Op::kHead),
       {"head.cuda_n4_staged", Op::kHead, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4", Op::kHead, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (learned) | collapse_kernel", "n4"},
-      {"head.cuda_generic", Op::kHead, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"},
+      generic("head.cuda_generic", Op::kHead),
   };
 }
 

@@ -12,6 +12,7 @@
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows.
 #include "src/cuda/n4/collapse_row.cuh"
 #include "src/cuda/launch.cuh"
+#include "src/cuda/n4/canonical.cuh"
 #include "src/cuda/n4/kernels.hpp"
 #include "src/cuda/ptx.cuh"
 
@@ -43,24 +44,11 @@ __global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_MIN_BLOCKS) collapse_k
     if (tid < kPartialSplit * kPartial) {
       const int part = tid / kPartial, r = tid % kPartial;
       const float* src = p.partials + t * p.chunks * kPartial + r;
-      float v[kMaxChunks / kPartialSplit];
-#pragma unroll
-      for (int i = 0; i < kMaxChunks / kPartialSplit; ++i) {
-        const int c = part + i * kPartialSplit;
-        v[i] = c < p.chunks ? src[c * kPartial] : 0.0f;
-      }
-      float s = v[0];
-#pragma unroll
-      for (int i = 1; i < kMaxChunks / kPartialSplit; ++i) s += v[i];
+      const float s = chunk_group_sum(part, p.chunks, [&](int c) { return src[c * kPartial]; });
       s_part[part][r] = s;
     }
     __syncthreads();
-    if (tid < kPartial) {
-      float s = s_part[0][tid];
-#pragma unroll
-      for (int i = 1; i < kPartialSplit; ++i) s += s_part[i][tid];
-      s_dot[tid] = s;
-    }
+    if (tid < kPartial) s_dot[tid] = groups_total(s_part, tid);
     __syncthreads();
     if (tid == 0) {
       float pre[kN];

@@ -12,7 +12,7 @@
 // in collapse_kernel's order (per thread a fmaf chain over its vectors in order, then block_sum
 // over the 256 threads), 1 / sqrtf(sum / H + eps), bf16(u * inv * w).
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows (the n4 envelope).
-#include "src/cuda/exact_sum.cuh"
+#include "src/cuda/n4/collapse_row.cuh"
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/kernels.hpp"
 #include "src/cuda/ptx.cuh"
@@ -24,7 +24,6 @@ namespace {
 
 constexpr int kBatch = 2;  // vectors per thread whose loads are issued together
 
-enum class CollapseMode { kWeighted, kIdentity, kMean };
 
 // Resident blocks per SM by vectors per thread: on Hopper 4 / 3 / 2 (64 / 85 / 128 registers);
 // one fewer elsewhere where ptxas spills at those bounds (sm_80 at 64, sm_120a's double path at
@@ -35,41 +34,6 @@ enum class CollapseMode { kWeighted, kIdentity, kMean };
 #define MHC_COLLAPSE_STREAM_BLOCKS(vecs) ((vecs) <= 2 ? 3 : 2)
 #endif
 
-// The bf16 vector of the collapse of 8 columns from its loaded streams.
-__device__ __forceinline__ uint4 collapse8(CollapseMode mode, const uint4 (&r)[kN], const float (&pre)[kN],
-                                           float pre_scale) {
-  if (mode == CollapseMode::kIdentity) return r[0];
-  uint32_t w[4];
-  if (mode == CollapseMode::kWeighted) {
-    // Each output rounded once from the exact sum, adjacent columns certified together.
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float v0[kN], v1[kN], abs0, abs1;
-      column_pair(r, i, v0, v1, abs0, abs1);
-      w[i] = exact_sum_bf16x2(pre, v0, v1, sum_error_bound(pre_scale, abs0), sum_error_bound(pre_scale, abs1));
-    }
-  } else {
-    // the mean head: the exact sum (double), divided by n, rounded once
-    double acc[8];
-    float f[8];
-    unpack8(r[0], f);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) acc[e] = f[e];
-#pragma unroll
-    for (int j = 1; j < kN; ++j) {
-      unpack8(r[j], f);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[e] += f[e];
-    }
-#pragma unroll
-    for (int e = 0; e < 8; e += 2) {
-      w[e / 2] = static_cast<uint32_t>(double_to_bf16_bits(acc[e] / kN)) |
-                 (static_cast<uint32_t>(double_to_bf16_bits(acc[e + 1] / kN)) << 16);
-    }
-  }
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
 template <int kVecs>
 __global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_STREAM_BLOCKS(kVecs)) collapse_stream_kernel(const N4Params p) {
   __shared__ float scratch[kThreadsB / 32];
@@ -78,15 +42,13 @@ __global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_STREAM_BLOCKS(kVecs)) 
   const int tid = threadIdx.x;
   const int64_t t = blockIdx.x;
   const int64_t vecs = p.H / 8;
-  const CollapseMode mode = p.head_mean ? CollapseMode::kMean
-                            : p.pre_source == PreSource::kIdentity ? CollapseMode::kIdentity
-                                                                   : CollapseMode::kWeighted;
-  const int streams = mode == CollapseMode::kIdentity ? 1 : kN;
+  const CollapseKind mode = collapse_kind(p);
+  const int streams = mode == CollapseKind::kIdentity ? 1 : kN;
   const bool fold = p.rmsnorm_weight != nullptr;
   float pre[kN];
 #pragma unroll
   for (int j = 0; j < kN; ++j) {
-    pre[j] = mode == CollapseMode::kWeighted ? __ldg(p.pre_mix_in + t * p.pre_mix_in_stride + j) : 0.0f;
+    pre[j] = mode == CollapseKind::kWeighted ? __ldg(p.pre_mix_in + t * p.pre_mix_in_stride + j) : 0.0f;
   }
   const float pre_scale = sum_error_scale(pre);
   const bf16_t* x = p.x + t * p.x_stride;
@@ -108,14 +70,11 @@ __global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_STREAM_BLOCKS(kVecs)) 
     for (int q = 0; q < kBatch; ++q) {
       const int64_t v = tid + static_cast<int64_t>(b + q) * kThreadsB;
       if (v < vecs) {
-        u[b + q] = collapse8(mode, r[q], pre, pre_scale);
+        u[b + q] = collapse_vec(mode, pre, pre_scale, r[q]);
         if (!fold) {
           st16(dst + v * 8, u[b + q]);
         } else {
-          float f[8];
-          unpack8(u[b + q], f);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) sq[0] = fmaf(f[e], f[e], sq[0]);
+          add_squares(u[b + q], sq[0]);
         }
       }
     }
@@ -126,14 +85,7 @@ __global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_STREAM_BLOCKS(kVecs)) 
 #pragma unroll
   for (int q = 0; q < kVecs; ++q) {
     const int64_t v = tid + static_cast<int64_t>(q) * kThreadsB;
-    if (v < vecs) {
-      float f[8], w[8], y[8];
-      unpack8(u[q], f);
-      unpack8(ld16(p.rmsnorm_weight + v * 8), w);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) y[e] = f[e] * inv * w[e];
-      st16(dst + v * 8, pack8(y));
-    }
+    if (v < vecs) st16(dst + v * 8, fold_vec(u[q], ld16(p.rmsnorm_weight + v * 8), inv));
   }
 }
 

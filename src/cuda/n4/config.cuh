@@ -87,4 +87,21 @@ struct N4Params {
   EpilogueParams epi;
   float inv_k;
 };
+#ifdef __CUDACC__
+// The (chunk, 32-token tile) items of this block when a kernel gives each block an equal
+// contiguous range of them in chunk-major order: [begin, begin + count) (32-bit: the launchers
+// keep tiles x chunks below 2^31, item_grid).
+struct ChunkTileItems {
+  int tiles, begin, count;
+  __device__ ChunkTileItems(int64_t T, int chunks) {
+    tiles = static_cast<int>((T + kTile - 1) / kTile);
+    const int64_t items = static_cast<int64_t>(tiles) * chunks;
+    begin = static_cast<int>(items * blockIdx.x / gridDim.x);
+    count = static_cast<int>(items * (blockIdx.x + 1) / gridDim.x) - begin;
+  }
+  __device__ int chunk(int i) const { return (begin + i) / tiles; }
+  __device__ int64_t tile(int i) const { return begin + i - chunk(i) * tiles; }
+};
+#endif
+
 }  // namespace mhc::cuda::n4

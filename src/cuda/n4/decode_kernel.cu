@@ -24,6 +24,7 @@
 // the canonical order; exact sums for post and collapse.
 // Envelope: n4_supports(), an op with a mixes stage, 1 <= T <= decode_tokens (the workspace's).
 #include "src/cuda/launch.cuh"
+#include "src/cuda/n4/canonical.cuh"
 #include "src/cuda/n4/collapse_row.cuh"
 #include "src/cuda/n4/kernels.hpp"
 #include "src/cuda/n4/post8.cuh"
@@ -155,16 +156,7 @@ __device__ __forceinline__ void unit_group(const DecodeParams& d, int c, int j, 
     *reinterpret_cast<uint4*>(tile + tl * kDXStride + cv * 8) = x[0];
     if (!kLean && j == 0) {
       // x[0] is stream 0 here (j = 0), x[1..3] the other streams, as mix_post_item sums them.
-      float sq = 0.0f;
-#pragma unroll
-      for (int s = 0; s < kN; ++s) {
-        float f[8];
-        unpack8(x[s], f);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) sq = fmaf(f[e], f[e], sq);
-      }
-#pragma unroll
-      for (int off = 8; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
+      const float sq = chunk_squares_butterfly(vector_squares(x));
       if (cv == 0 && valid) d.dp[(t * p.chunks + c) * kUnitPartial + kRows] = sq;
     }
   }
@@ -218,36 +210,20 @@ __device__ __forceinline__ void token_sums(const DecodeParams& d, int64_t t, flo
   if (tid < kPartialSplit * kPartial && !(kLean && tid % kPartial == kRows)) {
     const int part = tid / kPartial, r = tid % kPartial;
     const float* src = d.dp + t * p.chunks * kUnitPartial + r;
-    float v[kMaxChunks / kPartialSplit];
+    // The chunk partial ((v_0 + v_1) + v_2) + v_3 of the 4 streams' values (the sum of squares
+    // sits in stream 0's slot alone).
+    const float s = chunk_group_sum(part, p.chunks, [&](int c) {
+      const float* u = src + c * kUnitPartial;
+      if (r == kRows) return __ldcg(u);
+      float v = __ldcg(u);
 #pragma unroll
-    for (int i = 0; i < kMaxChunks / kPartialSplit; ++i) {
-      const int c = part + i * kPartialSplit;
-      if (c < p.chunks) {
-        const float* u = src + c * kUnitPartial;
-        if (r < kRows) {
-          float s = __ldcg(u);
-#pragma unroll
-          for (int s_ = 1; s_ < kN; ++s_) s += __ldcg(u + s_ * kPartial);
-          v[i] = s;
-        } else {
-          v[i] = __ldcg(u);
-        }
-      } else {
-        v[i] = 0.0f;
-      }
-    }
-    float s = v[0];
-#pragma unroll
-    for (int i = 1; i < kMaxChunks / kPartialSplit; ++i) s += v[i];
+      for (int j = 1; j < kN; ++j) v += __ldcg(u + j * kPartial);
+      return v;
+    });
     s_part[part][r] = s;
   }
   __syncthreads();
-  if (tid < kPartial) {
-    float s = s_part[0][tid];
-#pragma unroll
-    for (int i = 1; i < kPartialSplit; ++i) s += s_part[i][tid];
-    s_dot[tid] = s;
-  }
+  if (tid < kPartial) s_dot[tid] = groups_total(s_part, tid);
   __syncthreads();
 }
 
@@ -264,30 +240,13 @@ __device__ __forceinline__ void chunk_squares(const N4Params& p, const uint4 (&r
   for (int i = 0; i < kRowRegs; ++i) {
     const int64_t v = tid + i * kDecodeThreads;
     if (v < vecs) {  // warp-uniform: vecs is a multiple of 64
-      float sq = 0.0f;
-#pragma unroll
-      for (int s = 0; s < kN; ++s) {
-        float f[8];
-        unpack8(r[i][s], f);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) sq = fmaf(f[e], f[e], sq);
-      }
-#pragma unroll
-      for (int off = 8; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
+      const float sq = chunk_squares_butterfly(vector_squares(r[i]));
       if ((tid & 15) == 0) s_chunk[v >> 4] = sq;
     }
   }
   __syncthreads();
   if (tid < kPartialSplit) {
-    float v[kMaxChunks / kPartialSplit];
-#pragma unroll
-    for (int i = 0; i < kMaxChunks / kPartialSplit; ++i) {
-      const int c = tid + i * kPartialSplit;
-      v[i] = c < p.chunks ? s_chunk[c] : 0.0f;
-    }
-    float s = v[0];
-#pragma unroll
-    for (int i = 1; i < kMaxChunks / kPartialSplit; ++i) s += v[i];
+    const float s = chunk_group_sum(tid, p.chunks, [&](int c) { return s_chunk[c]; });
     s_part[tid][kRows] = s;
   }
 }

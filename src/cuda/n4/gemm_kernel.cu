@@ -54,19 +54,6 @@ static_assert(kMmaSteps * 16 == kChunkCols && kNTiles == 9, "the step's mma shap
 static_assert(kFragBytes % (16 * kGemmThreads) == 0, "B fragments: equal 16-byte copies per thread");
 static_assert(kGemmSmem <= 227 * 1024, "gemm_kernel shared memory");
 
-// The (chunk, tile) items of this block: [begin, begin + count) in chunk-major order (32-bit:
-// the launcher keeps tiles x chunks below 2^31).
-struct GemmItems {
-  int tiles, begin, count;
-  __device__ GemmItems(int64_t T, int chunks) {
-    tiles = static_cast<int>((T + kTile - 1) / kTile);
-    const int64_t items = static_cast<int64_t>(tiles) * chunks;
-    begin = static_cast<int>(items * blockIdx.x / gridDim.x);
-    count = static_cast<int>(items * (blockIdx.x + 1) / gridDim.x) - begin;
-  }
-  __device__ int chunk(int i) const { return (begin + i) / tiles; }
-  __device__ int64_t tile(int i) const { return begin + i - static_cast<int64_t>(chunk(i)) * tiles; }
-};
 
 __device__ __forceinline__ uint32_t shared_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -92,7 +79,7 @@ __device__ __forceinline__ void load_fragments(const N4Params& p, unsigned char*
 
 // The copies of one step into `slot`: stream j of the item's 32 tokens, the chunk's 128 columns.
 // Lane (h, vec) copies vector vec of rows 2 rr + h; a row past p.T is zero-filled.
-__device__ __forceinline__ void issue_step(const N4Params& p, const GemmItems& items, int local, int j,
+__device__ __forceinline__ void issue_step(const N4Params& p, const ChunkTileItems& items, int local, int j,
                                            unsigned char* slot, int lane) {
   const int chunk = items.chunk(local);
   const int64_t tile = items.tile(local);
@@ -210,7 +197,7 @@ __device__ __forceinline__ void store_item(const N4Params& p, int chunk, int64_t
 __global__ void __launch_bounds__(kGemmThreads, 1) gemm_kernel(const N4Params p) {
   extern __shared__ __align__(128) unsigned char smem[];
   pdl_launch_dependents();
-  const GemmItems items(p.T, p.chunks);
+  const ChunkTileItems items(p.T, p.chunks);
   if (items.count <= 0) return;  // block-uniform
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
   const int first_chunk = items.chunk(0), last_chunk = items.chunk(items.count - 1);
@@ -262,21 +249,13 @@ __global__ void __launch_bounds__(kGemmThreads, 1) gemm_kernel(const N4Params p)
 
 }  // namespace
 
-bool configure_gemm_kernel(int device) {
-  int optin = 0;
-  MHC_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (optin < kGemmSmem) return false;
-  MHC_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kGemmSmem));
-  return true;
-}
+bool configure_gemm_kernel(int device) { return allow_dynamic_smem(gemm_kernel, device, kGemmSmem); }
 
 void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx) {
   if (p.T <= 0) return;
   // At most one block per multiprocessor, each with an equal range of the (chunk, tile) items.
-  const int64_t items = (p.T + kTile - 1) / kTile * p.chunks;
-  MHC_CHECK(items < (int64_t{1} << 31), "gemm_kernel: too many tokens in one slice");
-  const int64_t blocks = items < ctx.num_sms ? items : ctx.num_sms;
-  launch_kernel(gemm_kernel, dim3(static_cast<unsigned>(blocks)), kGemmThreads, kGemmSmem, ctx, p);
+  const unsigned blocks = item_grid((p.T + kTile - 1) / kTile * p.chunks, ctx.num_sms, "gemm_kernel");
+  launch_kernel(gemm_kernel, dim3(blocks), kGemmThreads, kGemmSmem, ctx, p);
 }
 
 }  // namespace mhc::cuda::n4

@@ -10,6 +10,9 @@ namespace mhc::cuda::n4 {
 
 constexpr int kPostBlocksPerSm = 16;  // post_kernel's grid cap, blocks per multiprocessor
 
+/// `p` for tokens [t0, t0 + count): every token-indexed pointer offset (plan.cu).
+N4Params slice_params(N4Params p, int64_t t0, int64_t count);
+
 /// mix_kernel (mix_kernel.cu): post stage (p.has_post) and the partial dots of p.T tokens.
 void launch_mix_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// Sets mix_kernel's dynamic shared memory limit on `device` (the current device); false where

@@ -24,6 +24,7 @@
 // src/cuda/n4/config.cuh.
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows; 225 KB of shared memory.
 #include "src/cuda/launch.cuh"
+#include "src/cuda/n4/canonical.cuh"
 #include "src/cuda/n4/kernels.hpp"
 #include "src/cuda/n4/post8.cuh"
 #include "src/cuda/ptx.cuh"
@@ -32,19 +33,6 @@ namespace mhc::cuda::n4 {
 
 namespace {
 
-// The (chunk, tile) items of this block: [begin, begin + count) in chunk-major order (32-bit:
-// n4_run keeps tiles x chunks of a launch below 2^31).
-struct MixItems {
-  int tiles, begin, count;
-  __device__ MixItems(int64_t T, int chunks) {
-    tiles = static_cast<int>((T + kTile - 1) / kTile);
-    const int64_t items = static_cast<int64_t>(tiles) * chunks;
-    begin = static_cast<int>(items * blockIdx.x / gridDim.x);
-    count = static_cast<int>(items * (blockIdx.x + 1) / gridDim.x) - begin;
-  }
-  __device__ int chunk(int i) const { return (begin + i) / tiles; }
-  __device__ int64_t tile(int i) const { return begin + i - chunk(i) * tiles; }
-};
 
 // Post thread (tt, cv): token row tt of the tile, 8-column vector cv. It reads from a stage
 // exactly the 16-byte vectors it copied there; a token's mixes are copied by its 16 lanes (one
@@ -70,7 +58,7 @@ __device__ __forceinline__ void issue_tile(const N4Params& p, unsigned char* sta
 }
 
 // The post warps' first kStages - 1 items into the ring.
-__device__ __forceinline__ void mix_post_prologue(const N4Params& p, unsigned char* smem, const MixItems& items) {
+__device__ __forceinline__ void mix_post_prologue(const N4Params& p, unsigned char* smem, const ChunkTileItems& items) {
   const int tid = thread_index();
   const int tt = tid >> 4, cv = tid & 15;
 #pragma unroll
@@ -82,7 +70,7 @@ __device__ __forceinline__ void mix_post_prologue(const N4Params& p, unsigned ch
 
 // A post thread's part of item i before the hand-over: the post stage in place in stage i % 3,
 // residual_out, and the token's sum of squares.
-__device__ __forceinline__ void mix_post_item(const N4Params& p, unsigned char* smem, const MixItems& items, int i) {
+__device__ __forceinline__ void mix_post_item(const N4Params& p, unsigned char* smem, const ChunkTileItems& items, int i) {
   const int tid = thread_index();
   const int tt = tid >> 4, cv = tid & 15;  // token row and 8-column vector (issue_tile)
   // p.res_stream_stride == 0: a broadcast residual, one row for the 4 streams (tested where used:
@@ -124,22 +112,13 @@ __device__ __forceinline__ void mix_post_item(const N4Params& p, unsigned char* 
 #pragma unroll
     for (int j = 0; j < kN; ++j) st16(out + j * p.H, x[j]);
   }
-  float sq = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kN; ++j) {
-    float f[8];
-    unpack8(x[j], f);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) sq = fmaf(f[e], f[e], sq);
-  }
   // The token's 16 threads are 16 consecutive lanes: fixed-order butterfly.
-#pragma unroll
-  for (int off = 8; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
+  const float sq = chunk_squares_butterfly(vector_squares(x));
   if (cv == 0 && valid) p.partials[(t * p.chunks + chunk) * kPartial + kRows] = sq;
 }
 
 // After the hand-over of item i: the stage of item i - 1 is refilled with item i + 2.
-__device__ __forceinline__ void mix_post_refill(const N4Params& p, unsigned char* smem, const MixItems& items, int i) {
+__device__ __forceinline__ void mix_post_refill(const N4Params& p, unsigned char* smem, const ChunkTileItems& items, int i) {
   const int tid = thread_index();
   const int tt = tid >> 4, cv = tid & 15;
   const int next = i + kStages - 1;
@@ -159,7 +138,7 @@ __device__ __forceinline__ void load_fragments(const N4Params& p, unsigned char*
 // The mma warps before the hand-over of item i: where item i starts a chunk, its B fragments
 // (the first chunk's were requested before pdl_wait; the previous chunk's were last read before
 // the kMmaBar barrier of the previous item).
-__device__ __forceinline__ void mix_mma_prepare(const N4Params& p, unsigned char* smem, const MixItems& items, int i,
+__device__ __forceinline__ void mix_mma_prepare(const N4Params& p, unsigned char* smem, const ChunkTileItems& items, int i,
                                                 int& loaded) {
   const int chunk = items.chunk(i);
   if (chunk != loaded) {
@@ -172,7 +151,7 @@ __device__ __forceinline__ void mix_mma_prepare(const N4Params& p, unsigned char
 }
 
 // The mma warps' part of item i after the hand-over: the tile's 24 dots of every token.
-__device__ __forceinline__ void mix_mma_item(const N4Params& p, unsigned char* smem, const MixItems& items, int i) {
+__device__ __forceinline__ void mix_mma_item(const N4Params& p, unsigned char* smem, const ChunkTileItems& items, int i) {
   const int tid = thread_index() - kPostThreads;  // 0..127
   const int lane = tid & 31, mw = tid >> 5;
   const int g = lane >> 2, q = lane & 3;
@@ -243,7 +222,7 @@ __device__ __forceinline__ void mix_mma_item(const N4Params& p, unsigned char* s
 __global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
   extern __shared__ __align__(16) unsigned char smem[];
   pdl_launch_dependents();
-  const MixItems items(p.T, p.chunks);
+  const ChunkTileItems items(p.T, p.chunks);
   if (threadIdx.x >= kPostThreads && items.count > 0) {
     // The first chunk's fragments are weights: their copies overlap the end of the kernel before.
     load_fragments(p, smem, items.chunk(0), threadIdx.x - kPostThreads);
@@ -269,20 +248,12 @@ __global__ void __launch_bounds__(kThreadsA, 1) mix_kernel(const N4Params p) {
 
 }  // namespace
 
-bool configure_mix_kernel(int device) {
-  int optin = 0;
-  MHC_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (optin < kMixSmem) return false;
-  MHC_CUDA_CHECK(cudaFuncSetAttribute(mix_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMixSmem));
-  return true;
-}
+bool configure_mix_kernel(int device) { return allow_dynamic_smem(mix_kernel, device, kMixSmem); }
 
 void launch_mix_kernel(const N4Params& p, const LaunchCtx& ctx) {
   // One block per multiprocessor, each with an equal range of the (chunk, tile) items.
-  const int64_t items = (p.T + kTile - 1) / kTile * p.chunks;
-  MHC_CHECK(items < (int64_t{1} << 31), "mix_kernel: too many tokens in one slice");
-  const int64_t blocks = items < ctx.num_sms ? items : ctx.num_sms;
-  launch_kernel(mix_kernel, dim3(static_cast<unsigned>(blocks)), kThreadsA, kMixSmem, ctx, p);
+  const unsigned blocks = item_grid((p.T + kTile - 1) / kTile * p.chunks, ctx.num_sms, "mix_kernel");
+  launch_kernel(mix_kernel, dim3(blocks), kThreadsA, kMixSmem, ctx, p);
 }
 
 }  // namespace mhc::cuda::n4

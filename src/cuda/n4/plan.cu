@@ -5,17 +5,10 @@
 #include "src/cuda/n4/kernels.hpp"
 #include "src/cuda/variants.hpp"
 
-namespace mhc::cuda {
-
-using namespace n4;
-
-namespace {
-
-bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
-bool rows16(const void* ptr, int64_t stride) { return ptr == nullptr || (aligned16(ptr) && stride % 8 == 0); }
+namespace mhc::cuda::n4 {
 
 // Offsets every token-indexed pointer of `p` by `t0` tokens.
-N4Params slice(N4Params p, int64_t t0, int64_t count) {
+N4Params slice_params(N4Params p, int64_t t0, int64_t count) {
   p.T = count;
   if (p.residual) p.residual += t0 * p.residual_stride;
   if (p.layer_output) p.layer_output += t0 * p.layer_output_stride;
@@ -30,6 +23,18 @@ N4Params slice(N4Params p, int64_t t0, int64_t count) {
   if (p.epi.comb_mix_out) p.epi.comb_mix_out += t0 * p.epi.comb_mix_out_stride;
   return p;
 }
+
+}  // namespace mhc::cuda::n4
+
+namespace mhc::cuda {
+
+using namespace n4;
+
+namespace {
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+bool rows16(const void* ptr, int64_t stride) { return ptr == nullptr || (aligned16(ptr) && stride % 8 == 0); }
+
 
 }  // namespace
 
@@ -52,27 +57,9 @@ bool n4_supports(const detail::Problem& p) {
 
 N4Params n4_params(const detail::Problem& p) {
   N4Params k{};
-  k.T = p.T;
-  k.H = p.H;
+  fill_common_params(k, p);
   k.chunks = static_cast<int32_t>(p.H / kChunkCols);
-  k.has_post = p.has_post_stage();
-  k.residual = p.residual;
-  k.residual_stride = p.residual_stride;
   k.res_stream_stride = p.residual_broadcast ? 0 : p.H;
-  k.layer_output = p.layer_output;
-  k.layer_output_stride = p.layer_output_stride;
-  k.post_mix = p.post_mix;
-  k.post_mix_stride = p.post_mix_stride;
-  k.comb_mix = p.comb_mix;
-  k.comb_mix_stride = p.comb_mix_stride;
-  k.residual_out = p.residual_out;
-  k.residual_out_stride = p.residual_out_stride;
-  k.has_mixes = p.has_mixes_stage();
-  k.has_collapse = p.has_collapse_stage();
-  k.pre_source = p.pre_source;
-  k.head_mean = p.mean_head();
-  k.pre_mix_in = p.pre_mix_in;
-  k.pre_mix_in_stride = p.pre_mix_in_stride;
   // The collapse reads the new residual (post_pre), or the input streams.
   if (k.has_post) {
     k.x = p.residual_out;
@@ -83,15 +70,9 @@ N4Params n4_params(const detail::Problem& p) {
     k.x_stride = p.residual_stride;
     k.x_stream_stride = k.res_stream_stride;
   }
-  k.rmsnorm_weight = p.rmsnorm_weight;
-  k.rmsnorm_eps = p.rmsnorm_eps;
-  k.layer_input = p.layer_input;
-  k.layer_input_stride = p.layer_input_stride;
-  k.epi = make_epilogue(p);
   k.inv_k = 1.0f / static_cast<float>(kN * p.H);
   if (p.weights != nullptr) k.fn_frag = reinterpret_cast<const uint2*>(p.weights->d_fn_frag);
   k.partials = static_cast<float*>(p.workspace->scratch);
-
   return k;
 }
 
@@ -120,7 +101,7 @@ void n4_run(const detail::Problem& p) {
   if (wanted > 0 && wanted < slice_tokens) slice_tokens = wanted;
   for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
-    const N4Params s = slice(k, t0, count);
+    const N4Params s = slice_params(k, t0, count);
     if (s.has_mixes) launch_mix_kernel(s, ctx);
     launch_collapse_kernel(s, ctx);
   }

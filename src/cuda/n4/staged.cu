@@ -32,22 +32,6 @@ constexpr int64_t kStagedSliceTokens = 2048;
 constexpr int64_t kStagedPreferTokens = 512;
 constexpr int64_t kStagedPreferPostPre = 4096;
 
-// Offsets every token-indexed pointer of `p` by `t0` tokens (the partials are slice-relative).
-N4Params staged_slice(N4Params p, int64_t t0, int64_t count) {
-  p.T = count;
-  if (p.residual) p.residual += t0 * p.residual_stride;
-  if (p.layer_output) p.layer_output += t0 * p.layer_output_stride;
-  if (p.post_mix) p.post_mix += t0 * p.post_mix_stride;
-  if (p.comb_mix) p.comb_mix += t0 * p.comb_mix_stride;
-  if (p.residual_out) p.residual_out += t0 * p.residual_out_stride;
-  if (p.pre_mix_in) p.pre_mix_in += t0 * p.pre_mix_in_stride;
-  if (p.x) p.x += t0 * p.x_stride;
-  if (p.layer_input) p.layer_input += t0 * p.layer_input_stride;
-  if (p.epi.pre_mix_out) p.epi.pre_mix_out += t0 * p.epi.pre_mix_out_stride;
-  if (p.epi.post_mix_out) p.epi.post_mix_out += t0 * p.epi.post_mix_out_stride;
-  if (p.epi.comb_mix_out) p.epi.comb_mix_out += t0 * p.epi.comb_mix_out_stride;
-  return p;
-}
 
 // The GEMM stage of a slice: the partial dots and sums of squares of the streams the collapse
 // reads (p.x: the new residual for post_pre, else the input streams), nothing else written.
@@ -105,7 +89,7 @@ void n4_staged_run(const detail::Problem& p) {
   float* pre = pre_buffer ? k.partials + slice_tokens * k.chunks * kPartial : nullptr;
   for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
-    const N4Params s = staged_slice(k, t0, count);
+    const N4Params s = slice_params(k, t0, count);
     if (s.has_post) launch_post_kernel(s, ctx);
     launch_gemm_stage(s, ctx, p.workspace->n4_gemm);
     launch_finalize_kernel(s, pre, ctx);
