@@ -23,8 +23,8 @@ using namespace n4;
 
 namespace {
 
-// Tokens per slice where a collapse follows the mixes (the workspace's MHC_N4_SLICE_TOKENS
-// overrides it); to be measured against the L2 (a slice's new residual is 8H bytes a token).
+// Tokens per slice where a collapse follows the mixes (WorkspaceOptions::n4_slice_tokens
+// overrides it); not yet swept on the H200 (a slice's new residual is 8H bytes a token).
 constexpr int64_t kStagedSliceTokens = 2048;
 // The dispatcher prefers the staged plan of pre, head and mixes from this T on (at T = 128 the
 // cuda_n4 plan was faster on the H200, at T >= 1024 the staged one), and of post_pre from
