@@ -88,8 +88,11 @@ if [[ "$steps" == *" sanitize "* ]]; then
     # ~50 s on the H200): graph capture/replay of every mode, the error paths, every n4 grid case
     # at H = 4096 and a generic case; racecheck over the n4 kernels with shared memory. Set the
     # variables to '*' for the whole suite (hours under racecheck).
-    filter="${MHC_SANITIZE_FILTER:-Modes/GpuGraph.*:GpuErrors.*:Grid/GpuGrid.MatchesReference/*n4_H4096*:Grid/GpuGrid.MatchesReference/pre_computed_n2_H1000}"
-    [ "$tool" = racecheck ] && filter="${MHC_RACECHECK_FILTER:-*post_pre_shifted_norm*n4_H4096*:*pre_computed_norm*n4_H4096*:Grid/GpuGrid.MatchesReference/post_n4_H4096*:*pre_broadcast_computed_norm*n4_H4096*:Grid/GpuGrid.MatchesReference/pre_computed_n2_H1000:GpuErrors.*}"
+    filter="${MHC_SANITIZE_FILTER:-Modes/GpuGraph.*:GpuErrors.*:Grid/GpuGrid.MatchesReference/*n4_H4096*:Grid/GpuGrid.MatchesReference/pre_computed_n2_H1000:Modes/GpuDecode.TwoStreamsTwoWorkspacesAtOnce/post_pre_normal_norm}"
+    # racecheck: the grid cases run every n4 kernel (decode, fused, staged); the two-stream
+    # decode test is left out (under racecheck its process ends abnormally: bench/results/
+    # 2026-12-01-h200-s6).
+    [ "$tool" = racecheck ] && filter="${MHC_RACECHECK_FILTER:-Grid/GpuGrid.MatchesReference/post_pre_shifted_norm_n4_H4096:Grid/GpuGrid.MatchesReference/pre_computed_norm_n4_H4096:Grid/GpuGrid.MatchesReference/post_n4_H4096:Grid/GpuGrid.MatchesReference/pre_computed_n2_H1000:GpuErrors.*}"
     t0=$(date +%s)
     timeout "$T_SAN" compute-sanitizer --tool "$tool" --error-exitcode 9 ./build-dev/tests/test_gpu \
       --gtest_filter="$filter" --gtest_brief=1 > "$OUT/sanitize-$tool.log" 2>&1
