@@ -6,3 +6,10 @@
 #include "mhc/ops.hpp"
 #include "mhc/tensor.hpp"
 #include "mhc/weights.hpp"
+
+namespace mhc {
+
+/// @brief The library's version, "major.minor.patch" (the CMake project version).
+const char* version();
+
+}  // namespace mhc

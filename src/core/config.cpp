@@ -1,5 +1,6 @@
 // src/core/config.cpp - model presets (spec section 2) and enum names.
 #include "mhc/config.hpp"
+#include "mhc/mhc.hpp"
 
 #include "mhc/error.hpp"
 
@@ -61,5 +62,11 @@ const char* to_string(HeadKind h) {
   }
   return "?";
 }
+
+}  // namespace mhc
+
+namespace mhc {
+
+const char* version() { return MHC_VERSION_STRING; }
 
 }  // namespace mhc
