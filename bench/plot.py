@@ -4,7 +4,8 @@
 One figure per (op, mode): left, time per op against T (log-log) with the spec's 5 us decode
 target; right, % of the copy bandwidth (measured in the same process) against T with the 85%
 prefill target (90% for post). One line per H and implementation (mhc solid, torch.compile
-dashed, torch eager dotted). Also overview.png: every (op, mode) in one grid.
+dashed, torch eager dotted); the targets are thin gray dashed lines with their own legend
+entries. Also overview.png: every (op, mode) in one grid.
 
 usage: python3 bench/plot.py RESULTS.jsonl [MORE.jsonl ...] [--outdir docs/img] [--title TEXT]
 """
@@ -40,6 +41,7 @@ def order_key(op_mode):
 
 
 def draw(ax_time, ax_pct, op, series, colors):
+    """Plots the series and the target lines; returns the pct axis's target line (its legend)."""
     for (impl, H), pts in sorted(series.items(), key=lambda kv: (benchlib.IMPL_ORDER.index(kv[0][0])
                                                                  if kv[0][0] in benchlib.IMPL_ORDER else 9,
                                                                  kv[0][1])):
@@ -53,17 +55,19 @@ def draw(ax_time, ax_pct, op, series, colors):
             ax_pct.plot([p[0] for p in pct], [p[1] for p in pct], **style)
     ax_time.set_xscale("log", base=2)
     ax_time.set_yscale("log")
-    ax_time.axhline(5.0, color="gray", linestyle="--", linewidth=0.8)
+    ax_time.axhline(5.0, color="gray", linestyle="--", linewidth=0.8, label="target 5 us (T <= 16)")
     ax_time.set_xlabel("T (tokens)")
     ax_time.set_ylabel("us per op (median)")
     ax_time.grid(True, which="both", alpha=0.3)
     target = 90.0 if op == "post" else 85.0
     ax_pct.set_xscale("log", base=2)
-    ax_pct.axhline(target, color="gray", linestyle="--", linewidth=0.8)
+    target_line = ax_pct.axhline(target, color="gray", linestyle="--", linewidth=0.8,
+                                 label="target %.0f%% of copy (prefill)" % target)
     ax_pct.set_ylim(0, max(105.0, ax_pct.get_ylim()[1]))
     ax_pct.set_xlabel("T (tokens)")
     ax_pct.set_ylabel("% of copy bandwidth (ideal bytes)")
     ax_pct.grid(True, which="both", alpha=0.3)
+    return target_line
 
 
 def main(argv=None):
@@ -97,10 +101,11 @@ def main(argv=None):
     keys = sorted(groups, key=order_key)
     for op, mode in keys:
         fig, (ax_t, ax_p) = plt.subplots(1, 2, figsize=(12, 4.5))
-        draw(ax_t, ax_p, op, groups[(op, mode)], colors)
+        target_line = draw(ax_t, ax_p, op, groups[(op, mode)], colors)
         ax_t.set_title("%s / %s: time per op" % (op, mode))
         ax_p.set_title("%s / %s: %% of copy bandwidth" % (op, mode))
         ax_t.legend(fontsize=7, ncol=2)
+        ax_p.legend(handles=[target_line], fontsize=7, loc="upper left")
         fig.suptitle("%s%s" % (title, ("  (" + copy + ")") if copy else ""), fontsize=9)
         fig.tight_layout()
         path = os.path.join(a.outdir, "%s_%s.png" % (op, mode))
@@ -110,7 +115,8 @@ def main(argv=None):
 
     fig, axes = plt.subplots(len(keys), 2, figsize=(12, 3.2 * len(keys)), squeeze=False)
     for i, (op, mode) in enumerate(keys):
-        draw(axes[i][0], axes[i][1], op, groups[(op, mode)], colors)
+        target_line = draw(axes[i][0], axes[i][1], op, groups[(op, mode)], colors)
+        axes[i][1].legend(handles=[target_line], fontsize=6, loc="upper left")
         axes[i][0].set_title("%s / %s: us per op" % (op, mode), fontsize=9)
         axes[i][1].set_title("%s / %s: %% of copy" % (op, mode), fontsize=9)
     axes[0][0].legend(fontsize=6, ncol=2)
