@@ -264,7 +264,8 @@ Result run_pre(const Config& c, int64_t T, PreSource src, const Bits& residual, 
   a.pre_source = src;
   a.residual = bf16_view(residual, {T, c.n, c.H});
   a.weights = &b.prepared;
-  a.pre_mix_in = opt_f32(pre_in, {T, c.n});
+  // An argument the mode does not use must be absent (issue 17): pass pre_in only when carried.
+  a.pre_mix_in = src == PreSource::kCarried ? opt_f32(pre_in, {T, c.n}) : TensorView{};
   a.rmsnorm_weight = opt_bf16(norm, {c.H});
   a.layer_input = bf16_view(r.layer_input, {T, c.H});
   a.post_mix = f32_view(r.post_mix, {T, c.n});
@@ -282,7 +283,8 @@ Result run_pre_broadcast(const Config& c, int64_t T, PreSource src, const Bits& 
   a.pre_source = src;
   a.embedding = bf16_view(embedding, {T, c.H});
   a.weights = &b.prepared;
-  a.pre_mix_in = opt_f32(pre_in, {T, c.n});
+  // An argument the mode does not use must be absent (issue 17): pass pre_in only when carried.
+  a.pre_mix_in = src == PreSource::kCarried ? opt_f32(pre_in, {T, c.n}) : TensorView{};
   a.rmsnorm_weight = opt_bf16(norm, {c.H});
   a.layer_input = bf16_view(r.layer_input, {T, c.H});
   a.post_mix = f32_view(r.post_mix, {T, c.n});
@@ -320,7 +322,8 @@ Result run_post_pre(const Config& c, int64_t T, PreSource src, const Bits& layer
   a.post_mix = f32_view(post_mix, {T, c.n});
   a.comb_mix = f32_view(comb_mix, {T, c.n, c.n});
   a.weights = &b.prepared;
-  a.pre_mix_in = opt_f32(pre_in, {T, c.n});
+  // An argument the mode does not use must be absent (issue 17): pass pre_in only when carried.
+  a.pre_mix_in = src == PreSource::kCarried ? opt_f32(pre_in, {T, c.n}) : TensorView{};
   a.rmsnorm_weight = opt_bf16(norm, {c.H});
   a.residual_out = bf16_view(r.residual_out, {T, c.n, c.H});
   a.layer_input = bf16_view(r.layer_input, {T, c.H});
@@ -339,7 +342,7 @@ Result run_head(const Config& c, int64_t T, HeadKind kind, const Bits& residual,
   a.kind = kind;
   a.residual = bf16_view(residual, {T, c.n, c.H});
   a.weights = head != nullptr ? &head->prepared : nullptr;
-  a.pre_mix_in = opt_f32(pre_in, {T, c.n});
+  a.pre_mix_in = kind == HeadKind::kCarried ? opt_f32(pre_in, {T, c.n}) : TensorView{};
   a.rmsnorm_weight = opt_bf16(norm, {c.H});
   a.output = bf16_view(r.layer_input, {T, c.H});
   mhc::head(a);
@@ -1401,7 +1404,7 @@ TEST(EmptyBatch, EveryOperatorIsANoOp) {
       a.config = c;
       a.kind = kind;
       a.residual = bf(in.residual, {0, n, H});
-      a.weights = &in.head.prepared;
+      if (kind == HeadKind::kLearned) a.weights = &in.head.prepared;
       if (kind == HeadKind::kCarried) a.pre_mix_in = f32(in.pre_mix_in, {0, n});
       a.output = bf(out.layer_input, {0, H});
       EXPECT_NO_THROW(mhc::head(a));

@@ -711,20 +711,21 @@ TEST_F(Bad, StreamCountOutOfRange) {
 }
 
 TEST_F(Bad, HiddenSizeOutOfRange) {
-  for (int64_t bad_h : {int64_t{0}, int64_t{-7}}) {
+  // Above mhc::kMaxHidden too (issue 17, finding 2: n*H wrapped for H = 2^62 + 16).
+  for (int64_t bad_h : {int64_t{0}, int64_t{-7}, mhc::kMaxHidden + 1, (int64_t{1} << 62) + 16}) {
     const std::string got = "got " + std::to_string(bad_h);
     SCOPED_TRACE(got);
     Config bad = c;
     bad.H = bad_h;
     auto pp = post_pre_args();
     pp.config = bad;
-    EXPECT_REJECTED(mhc::post_pre(pp), "H must be >= 1", got.c_str());
+    EXPECT_REJECTED(mhc::post_pre(pp), "H must be in 1..1048576", got.c_str());
     auto co = collapse_args();
     co.config = bad;
-    EXPECT_REJECTED(mhc::collapse(co), "H must be >= 1", got.c_str());
+    EXPECT_REJECTED(mhc::collapse(co), "H must be in 1..1048576", got.c_str());
     auto h = head_args(HeadKind::kLearned);
     h.config = bad;
-    EXPECT_REJECTED(mhc::head(h), "H must be >= 1", got.c_str());
+    EXPECT_REJECTED(mhc::head(h), "H must be in 1..1048576", got.c_str());
   }
 }
 
@@ -735,10 +736,25 @@ TEST_F(Bad, SinkhornItersBelowOne) {
     bad.sinkhorn_iters = iters;
     auto m = mixes_args();
     m.config = bad;
-    EXPECT_REJECTED(mhc::mixes(m), "sinkhorn_iters", ">= 1", got.c_str());
+    EXPECT_REJECTED(mhc::mixes(m), "sinkhorn_iters", "must be in 1..", got.c_str());
     auto pp = post_pre_args();
     pp.config = bad;
-    EXPECT_REJECTED(mhc::post_pre(pp), "sinkhorn_iters", ">= 1", got.c_str());
+    EXPECT_REJECTED(mhc::post_pre(pp), "sinkhorn_iters", "must be in 1..", got.c_str());
+  }
+}
+
+// Issue 17, finding 10: 2^31 - 1 iterations ran for minutes, uninterruptibly.
+TEST_F(Bad, SinkhornItersAboveCap) {
+  for (int32_t iters : {mhc::kMaxSinkhornIters + 1, std::numeric_limits<int32_t>::max()}) {
+    const std::string got = "got " + std::to_string(iters);
+    Config bad = c;
+    bad.sinkhorn_iters = iters;
+    auto m = mixes_args();
+    m.config = bad;
+    EXPECT_REJECTED(mhc::mixes(m), "sinkhorn_iters must be in 1..1048576", got.c_str());
+    auto pp = post_pre_args();
+    pp.config = bad;
+    EXPECT_REJECTED(mhc::post_pre(pp), "sinkhorn_iters must be in 1..1048576", got.c_str());
   }
 }
 
@@ -989,7 +1005,7 @@ TEST_F(Bad, PrepareRejectsBadCheckpointTensors) {
   }
   expect_message([&] { (void)mhc::prepare(good(), 0, H, mhc::Device{}); }, {"n must be in 1..8", "got 0"});
   expect_message([&] { (void)mhc::prepare(good(), 9, H, mhc::Device{}); }, {"n must be in 1..8", "got 9"});
-  expect_message([&] { (void)mhc::prepare(good(), n, 0, mhc::Device{}); }, {"H must be >= 1", "got 0"});
+  expect_message([&] { (void)mhc::prepare(good(), n, 0, mhc::Device{}); }, {"H must be in 1..", "got 0"});
   // The head: fn_head [n, K], scale_head [1], base_head [n]; a mix block's tensors do not fit.
   const mhc::HeadWeightsView head_good{f32_view(fn, {n, K}), f32_view(scale, {1}), f32_view(base, {n})};
   EXPECT_NO_THROW(mhc::prepare_head(head_good, n, H, mhc::Device{}));
@@ -1143,6 +1159,129 @@ TEST(Strided, EveryRowStrideMatchesContiguous) {
   EXPECT_TRUE(padding_is(s_post_out, T, n, n + 2, kMark)) << "post_mix_out padding written";
   EXPECT_TRUE(padding_is(s_comb_out, T, n * n, n * n + 1, kMark)) << "comb_mix_out padding written";
   EXPECT_TRUE(padding_is(s_pre_out, T, n, 2 * n, kMark)) << "pre_mix_out padding written";
+}
+
+// ---- hostile input (issue 17) ---------------------------------------------------------------
+
+// Finding 2: prepare(n = 4, H = 2^62 + 16): n*H wrapped to 64, passed the fn [24, 64] shape check
+// and wrote far past fn_b. prepare_head the same.
+TEST_F(Bad, PrepareRejectsHiddenSizesWhoseProductWraps) {
+  Floats fn(24 * 64, 0.0f), scale(3, 1.0f), base(24, 0.0f);
+  const int64_t huge = (int64_t{1} << 62) + 16;
+  expect_message([&] {
+    (void)mhc::prepare({f32_view(fn, {24, 64}), f32_view(scale, {3}), f32_view(base, {24})}, 4, huge, mhc::Device{});
+  }, {"prepare: H must be in 1..1048576", "got 4611686018427387920"});
+  Floats hfn(4 * 64, 0.0f), hscale(1, 1.0f), hbase(4, 0.0f);
+  expect_message([&] {
+    (void)mhc::prepare_head({f32_view(hfn, {4, 64}), f32_view(hscale, {1}), f32_view(hbase, {4})}, 4, huge,
+                            mhc::Device{});
+  }, {"prepare: H must be in 1..1048576"});
+}
+
+// Finding 4: numel, byte ranges and make_view multiplied unchecked; T = 2^61 passed validation
+// and T = -3 ran as a no-op.
+TEST_F(Bad, TokenCountsThatOverflowOrAreNegative) {
+  for (int64_t bad_t : {int64_t{-3}, int64_t{-1}}) {
+    const std::string got = "got " + std::to_string(bad_t);
+    auto a = collapse_args();
+    for (TensorView* v : {&a.residual, &a.pre_mix, &a.layer_input}) v->shape[0] = bad_t;
+    EXPECT_REJECTED(mhc::collapse(a), "collapse: residual: expected extents >= 0", got.c_str());
+  }
+  {
+    auto a = collapse_args();
+    for (TensorView* v : {&a.residual, &a.pre_mix, &a.layer_input}) v->shape[0] = int64_t{1} << 61;
+    EXPECT_REJECTED(mhc::collapse(a), "collapse: residual: expected at most 1099511627776 tokens");
+  }
+  {
+    // Under the token cap, but T * row stride overflows the byte range.
+    auto a = post_args();
+    a.layer_output.shape[0] = mhc::kMaxTokens;
+    a.layer_output.strides[0] = int64_t{1} << 40;
+    for (TensorView* v : {&a.residual, &a.post_mix, &a.comb_mix, &a.residual_out}) v->shape[0] = mhc::kMaxTokens;
+    EXPECT_REJECTED(mhc::post(a), "post: layer_output", "spans more bytes than the address space holds");
+  }
+  {
+    TensorView t = bf16_view(residual, {T, n, H});
+    t.shape[1] = int64_t{1} << 40;
+    t.shape[2] = int64_t{1} << 40;
+    expect_message([&] { (void)t.numel(); }, {"the element count overflows int64"});
+    t.shape[1] = -2;
+    expect_message([&] { (void)t.numel(); }, {"negative extent in dimension 1"});
+  }
+  expect_message([&] { (void)mhc::make_view(residual.data(), DType::kBFloat16, {int64_t{1} << 40, int64_t{1} << 40}); },
+                 {"make_view", "the strides overflow int64"});
+  expect_message([&] { (void)mhc::make_view(residual.data(), DType::kBFloat16, {4, -3}); },
+                 {"make_view: negative extent -3 in dimension 1"});
+  int64_t out = 0;
+  EXPECT_FALSE(mhc::mul_fits(int64_t{1} << 32, int64_t{1} << 31, &out));
+  expect_message([&] { (void)mhc::checked_mul(int64_t{1} << 32, int64_t{1} << 31, "--tokens * H"); },
+                 {"--tokens * H: 4294967296 * 2147483648 overflows int64"});
+}
+
+// Finding 9: arguments the chosen mode does not use were never looked at.
+TEST_F(Bad, ArgumentsTheModeIgnoresMustBeAbsent) {
+  Floats wide(17 * 3 + kSlack, 0.0f);
+  {
+    auto a = pre_args();
+    a.pre_source = PreSource::kComputed;  // the caller forgot pre_source = carried
+    EXPECT_REJECTED(mhc::pre(a), "pre: pre_mix_in: expected absent", "pass pre_source=carried");
+  }
+  {
+    auto a = pre_args();
+    a.pre_source = PreSource::kComputed;
+    a.pre_mix_in = mhc::make_view(wide.data(), DType::kFloat64, {17, 3});
+    EXPECT_REJECTED(mhc::pre(a), "pre_mix_in: expected absent");
+  }
+  {
+    auto a = post_pre_args();
+    a.pre_source = PreSource::kComputed;
+    EXPECT_REJECTED(mhc::post_pre(a), "post_pre: pre_mix_in: expected absent");
+  }
+  {
+    auto a = pre_broadcast_args();
+    a.pre_source = PreSource::kIdentity;
+    EXPECT_REJECTED(mhc::pre_broadcast(a), "pre_broadcast: pre_mix_in: expected absent", "identity");
+  }
+  {
+    auto a = collapse_args();
+    a.pre_source = PreSource::kIdentity;
+    EXPECT_REJECTED(mhc::collapse(a), "collapse: pre_mix: expected absent", "identity");
+  }
+  {
+    auto a = head_args(HeadKind::kMean);
+    a.weights = &block.prepared;
+    EXPECT_REJECTED(mhc::head(a), "head: weights: expected none", "mean");
+  }
+  {
+    auto a = head_args(HeadKind::kMean);
+    a.pre_mix_in = f32_view(pre_mix_in, {T, n});
+    EXPECT_REJECTED(mhc::head(a), "head: pre_mix_in: expected absent");
+  }
+  {
+    auto a = head_args(HeadKind::kLearned);
+    a.pre_mix_in = f32_view(pre_mix_in, {T, n});
+    EXPECT_REJECTED(mhc::head(a), "head: pre_mix_in: expected absent");
+  }
+  {
+    auto a = head_args(HeadKind::kCarried);
+    a.weights = &head.prepared;
+    EXPECT_REJECTED(mhc::head(a), "head: weights: expected none", "carried");
+  }
+}
+
+// Finding 14: two outputs interleaved in one buffer (buf[:, 0, :] and buf[:, 1, :]) do not
+// overlap and are accepted; shifted by one element they do overlap and are refused.
+TEST_F(Bad, InterleavedOutputsThatDoNotOverlapAreAccepted) {
+  Floats buf = poisoned_floats(T * 2 * n);  // [T, 2, n]: post_mix then pre_mix in each row
+  auto a = mixes_args();
+  a.post_mix = with_row_stride(f32_view(buf, {T, n}), 2 * n);
+  a.pre_mix = with_row_stride(shifted_by(f32_view(buf, {T, n}), n * 4), 2 * n);
+  EXPECT_NO_THROW(mhc::mixes(a));
+  poison();  // the accepted call wrote comb_mix_out
+  auto b = mixes_args();
+  b.post_mix = with_row_stride(f32_view(buf, {T, n}), 2 * n);
+  b.pre_mix = with_row_stride(shifted_by(f32_view(buf, {T, n}), (n - 1) * 4), 2 * n);
+  EXPECT_REJECTED(mhc::mixes(b), "overlap");
 }
 
 }  // namespace

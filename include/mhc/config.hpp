@@ -9,17 +9,37 @@
 
 namespace mhc {
 
-/// @brief Largest supported stream count.
+// The limits of every input (docs/spec.md section 7 states the same numbers). Each is checked
+// where the value enters: the operators' validation, prepare(), config.json, the safetensors
+// header, the index and the command line.
+
+/// @brief Largest supported stream count n.
 constexpr int kMaxStreams = 8;
+/// @brief Largest hidden size H (so K = n*H <= 2^23 and every per-token size fits easily).
+constexpr int64_t kMaxHidden = int64_t{1} << 20;
+/// @brief Largest token count T of one call (tensor byte sizes are also checked for overflow).
+constexpr int64_t kMaxTokens = int64_t{1} << 40;
+/// @brief Largest sinkhorn_iters (the same cap as config.json's hc_sinkhorn_iters).
+constexpr int32_t kMaxSinkhornIters = 1 << 20;
+/// @brief Largest num_hidden_layers of a config.json, and of `mhc run --layers`.
+constexpr int32_t kMaxLayers = 1024;
+/// @brief Largest num_nextn_predict_layers of a config.json.
+constexpr int32_t kMaxMtpLayers = 1024;
+/// @brief Deepest nesting of arrays and objects in any JSON input (header, config, index).
+constexpr int kMaxJsonDepth = 64;
+/// @brief Largest safetensors header (the safetensors reference implementation's bound).
+constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;
+/// @brief Largest config.json or model.safetensors.index.json read.
+constexpr uint64_t kMaxJsonFileBytes = uint64_t{100} << 20;
 
 /// @brief Every scalar of an mHC block. Named fields only: never pass these positionally.
 struct Config {
-  int32_t n = 4;                 ///< streams (hc_mult), 1..8
-  int64_t H = 4096;              ///< hidden size, >= 1
+  int32_t n = 4;                 ///< streams (hc_mult), 1..kMaxStreams
+  int64_t H = 4096;              ///< hidden size, 1..kMaxHidden
   float norm_eps = 1e-6f;        ///< eps inside the stream RMS used for the mixes (rms_norm_eps)
   float pre_eps = 1e-6f;         ///< added after the pre sigmoid (hc_eps)
   float sinkhorn_eps = 1e-6f;    ///< Sinkhorn eps (hc_eps)
-  int32_t sinkhorn_iters = 20;   ///< Sinkhorn iterations (hc_sinkhorn_iters), >= 1
+  int32_t sinkhorn_iters = 20;   ///< Sinkhorn iterations (hc_sinkhorn_iters), 1..kMaxSinkhornIters
   float post_scale = 2.0f;       ///< post = post_scale * sigmoid(..)
   float rmsnorm_eps = 1e-6f;     ///< eps of the folded sublayer RMSNorm
 

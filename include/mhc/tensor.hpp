@@ -32,6 +32,12 @@ const char* dtype_name(DType t);
 /// @brief "cpu" or "cuda:N".
 std::string device_name(Device d);
 
+/// @brief a*b into *out; false when the product does not fit in int64. The one checked multiply
+/// used wherever sizes multiply (numel, byte ranges, make_view, prepare, the command line).
+inline bool mul_fits(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
+/// @brief a*b; throws mhc::Error "<what>: a * b overflows int64" when it does not fit.
+int64_t checked_mul(int64_t a, int64_t b, const char* what);
+
 /// @brief Largest rank a view can have.
 constexpr int kMaxRank = 4;
 
@@ -49,13 +55,15 @@ struct TensorView {
 
   /// @brief True when the view was given (rank >= 0).
   bool present() const { return rank >= 0; }
-  /// @brief Product of the extents (1 for rank 0, 0 when absent).
+  /// @brief Product of the extents (1 for rank 0, 0 when absent). Throws mhc::Error when an
+  /// extent is negative or the product overflows int64.
   int64_t numel() const;
   /// @brief True when the strides are the row-major strides of the shape.
   bool is_contiguous() const;
 };
 
-/// @brief A contiguous (row-major) view of `data` with the given shape.
+/// @brief A contiguous (row-major) view of `data` with the given shape. Throws mhc::Error for a
+/// negative extent or when the strides overflow int64.
 TensorView make_view(void* data, DType dtype, std::initializer_list<int64_t> shape,
                      Device device = Device{});
 /// @brief Same, with a pointer to const (the view itself is untyped).

@@ -16,6 +16,8 @@ detail::Problem lower(const CollapseArgs& a) {
   c.tensor(a.residual, "residual", DType::kBFloat16, {T, n, H});
   if (a.pre_source == PreSource::kCarried) {
     c.tensor(a.pre_mix, "pre_mix", DType::kFloat32, {T, n});
+  } else {
+    c.absent(a.pre_mix, "pre_mix", "pre_source is identity");
   }
   c.optional(a.rmsnorm_weight, "rmsnorm_weight", DType::kBFloat16, {H});
   c.output(a.layer_input, "layer_input", DType::kBFloat16, {T, H});

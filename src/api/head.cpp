@@ -12,8 +12,18 @@ detail::Problem lower(const HeadArgs& a) {
   const int64_t T = a.residual.present() ? a.residual.shape[0] : -1;
   const int64_t n = a.config.n, H = a.config.H;
   c.tensor(a.residual, "residual", DType::kBFloat16, {T, n, H});
-  if (a.kind == HeadKind::kLearned) c.weights(a.weights, "weights", true);
-  if (a.kind == HeadKind::kCarried) c.tensor(a.pre_mix_in, "pre_mix_in", DType::kFloat32, {T, n});
+  if (a.kind == HeadKind::kLearned) {
+    c.weights(a.weights, "weights", true);
+  } else {
+    MHC_CHECK(a.weights == nullptr, "head: weights: expected none (a ", to_string(a.kind),
+              " head has no weights; kind=learned uses them), got prepared weights");
+  }
+  if (a.kind == HeadKind::kCarried) {
+    c.tensor(a.pre_mix_in, "pre_mix_in", DType::kFloat32, {T, n});
+  } else {
+    c.absent(a.pre_mix_in, "pre_mix_in", a.kind == HeadKind::kLearned ? "a learned head computes its own pre"
+                                                                       : "a mean head has no pre");
+  }
   c.optional(a.rmsnorm_weight, "rmsnorm_weight", DType::kBFloat16, {H});
   c.output(a.output, "output", DType::kBFloat16, {T, H});
   c.exec(a.exec);

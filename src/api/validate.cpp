@@ -11,8 +11,9 @@ namespace mhc {
 
 void validate_config(const Config& c) {
   MHC_CHECK(c.n >= 1 && c.n <= kMaxStreams, "config: n must be in 1..", kMaxStreams, ", got ", c.n);
-  MHC_CHECK(c.H >= 1, "config: H must be >= 1, got ", c.H);
-  MHC_CHECK(c.sinkhorn_iters >= 1, "config: sinkhorn_iters must be >= 1, got ", c.sinkhorn_iters);
+  MHC_CHECK(c.H >= 1 && c.H <= kMaxHidden, "config: H must be in 1..", kMaxHidden, ", got ", c.H);
+  MHC_CHECK(c.sinkhorn_iters >= 1 && c.sinkhorn_iters <= kMaxSinkhornIters, "config: sinkhorn_iters must be in 1..",
+            kMaxSinkhornIters, ", got ", c.sinkhorn_iters);
   const struct { const char* name; float value; } eps[] = {
       {"norm_eps", c.norm_eps},       {"pre_eps", c.pre_eps},
       {"sinkhorn_eps", c.sinkhorn_eps}, {"rmsnorm_eps", c.rmsnorm_eps},
@@ -30,12 +31,22 @@ namespace {
 struct ByteRange {
   uintptr_t begin, end;
 };
-ByteRange byte_range(const TensorView& t) {
+// The bytes a checked view (extents >= 0, strides positive where the extent exceeds 1) spans,
+// from its first element to one past its last. False when that does not fit the address space.
+bool byte_range(const TensorView& t, ByteRange* out) {
   const auto begin = reinterpret_cast<uintptr_t>(t.data);
-  if (t.numel() == 0) return {begin, begin};
-  int64_t last = 0;
-  for (int d = 0; d < t.rank; ++d) last += (t.shape[d] - 1) * t.strides[d];
-  return {begin, begin + static_cast<uintptr_t>((last + 1) * dtype_size(t.dtype))};
+  *out = {begin, begin};
+  if (t.numel() == 0) return true;
+  int64_t last = 0, term = 0;
+  for (int d = 0; d < t.rank; ++d) {
+    if (!mul_fits(t.shape[d] - 1, t.strides[d], &term) || __builtin_add_overflow(last, term, &last)) return false;
+  }
+  int64_t bytes = 0;
+  if (__builtin_add_overflow(last, int64_t{1}, &last) || !mul_fits(last, dtype_size(t.dtype), &bytes)) return false;
+  uintptr_t end = 0;
+  if (__builtin_add_overflow(begin, static_cast<uintptr_t>(bytes), &end)) return false;
+  out->end = end;
+  return true;
 }
 }  // namespace
 
@@ -60,6 +71,18 @@ void Checker::tensor(const TensorView& t, const char* name, DType dtype,
   }
   MHC_CHECK(t.dtype == dtype, op_name_, ": ", name, ": expected dtype ", dtype_name(dtype), ", got ",
             dtype_name(t.dtype));
+  for (int d = 0; d < t.rank; ++d) {
+    MHC_CHECK(t.shape[d] >= 0, op_name_, ": ", name, ": expected extents >= 0, got ", t.shape[d], " in dimension ",
+              d, " (shape ", shape_string(t), ")");
+  }
+  MHC_CHECK(t.rank == 0 || t.shape[0] <= kMaxTokens, op_name_, ": ", name, ": expected at most ", kMaxTokens,
+            " tokens (mhc::kMaxTokens), got ", t.shape[0]);
+  int64_t count = 0;
+  try {
+    count = t.numel();
+  } catch (const Error& e) {
+    MHC_FAIL(op_name_, ": ", name, ": ", e.message());
+  }
   if (!device_set_) {
     MHC_CHECK(t.device.type == DeviceType::kCPU || t.device.type == DeviceType::kCUDA, op_name_, ": ",
               name, ": unsupported device ", device_name(t.device));
@@ -68,7 +91,6 @@ void Checker::tensor(const TensorView& t, const char* name, DType dtype,
   }
   MHC_CHECK(t.device == device_, op_name_, ": ", name, ": expected device ", device_name(device_),
             " (the device of the first tensor), got ", device_name(t.device));
-  const int64_t count = t.numel();
   MHC_CHECK(t.data != nullptr || count == 0, op_name_, ": ", name, ": null data pointer for ",
             count, " elements");
   const auto esize = static_cast<uintptr_t>(dtype_size(dtype));
@@ -89,8 +111,15 @@ void Checker::tensor(const TensorView& t, const char* name, DType dtype,
     MHC_CHECK(t.strides[0] >= expected, op_name_, ": ", name, ": expected a row stride >= ", expected,
               " (the row length), got ", t.strides[0]);
   }
-  const ByteRange range = byte_range(t);
-  seen_.push_back({name, range.begin, range.end, false});
+  ByteRange range{};
+  MHC_CHECK(byte_range(t, &range), op_name_, ": ", name, ": shape ", shape_string(t), " with row stride ",
+            t.strides[0], " spans more bytes than the address space holds");
+  uint64_t row_bytes = 0, stride_bytes = 0;
+  if (t.rank >= 2 && t.shape[0] > 1) {
+    row_bytes = static_cast<uint64_t>(expected) * esize;
+    stride_bytes = static_cast<uint64_t>(t.strides[0]) * esize;
+  }
+  seen_.push_back({name, range.begin, range.end, false, row_bytes, stride_bytes});
 }
 
 void Checker::optional(const TensorView& t, const char* name, DType dtype,
@@ -134,7 +163,15 @@ void Checker::exec(const Exec& e) {
     if (!out.output) continue;
     for (const Seen& other : seen_) {
       if (&other == &out || (other.output && &other < &out)) continue;  // each output pair once
-      const bool overlap = out.begin < other.end && other.begin < out.end;
+      bool overlap = out.begin < other.end && other.begin < out.end;
+      if (overlap && out.stride_bytes != 0 && out.stride_bytes == other.stride_bytes) {
+        // Same row stride S: rows at a + iS and b + jS never meet when, with d = (b - a) mod S,
+        // the first row fits before d and the second between d and S.
+        const Seen& lo = out.begin <= other.begin ? out : other;
+        const Seen& hi = &lo == &out ? other : out;
+        const uint64_t d = (hi.begin - lo.begin) % out.stride_bytes;
+        overlap = !(lo.row_bytes <= d && d + hi.row_bytes <= out.stride_bytes);
+      }
       MHC_CHECK(!overlap, op_name_, ": ", out.name, ": expected an output that does not overlap ",
                 other.output ? "output " : "input ", other.name);
     }
@@ -180,7 +217,13 @@ int64_t row_stride(const TensorView& t) {
 void lower_pre_stage(Checker& c, const PreStage& s, int64_t T, Problem& p) {
   const int64_t n = p.n, H = p.H;
   c.weights(s.weights, "weights", false);
-  if (s.pre_source == PreSource::kCarried) c.tensor(*s.pre_mix_in, "pre_mix_in", DType::kFloat32, {T, n});
+  if (s.pre_source == PreSource::kCarried) {
+    c.tensor(*s.pre_mix_in, "pre_mix_in", DType::kFloat32, {T, n});
+  } else {
+    c.absent(*s.pre_mix_in, "pre_mix_in",
+             s.pre_source == PreSource::kComputed ? "pre_source is computed; pass pre_source=carried to use it"
+                                                  : "pre_source is identity");
+  }
   c.optional(*s.rmsnorm_weight, "rmsnorm_weight", DType::kBFloat16, {H});
   c.output(*s.layer_input, "layer_input", DType::kBFloat16, {T, H});
   c.output(*s.post_mix, s.post_mix_name, DType::kFloat32, {T, n});

@@ -24,7 +24,9 @@ class Checker {
   void tensor(const TensorView& t, const char* name, DType dtype, std::initializer_list<int64_t> shape);
   /// Same, when `t` is present; nothing when absent.
   void optional(const TensorView& t, const char* name, DType dtype, std::initializer_list<int64_t> shape);
-  /// An output: checked like an input, and exec() checks that it overlaps no other tensor.
+  /// An output: checked like an input, and exec() checks that it overlaps no other tensor. Two
+  /// views whose byte ranges interleave are accepted when they have the same row stride and the
+  /// rows of one fit in the gaps between the rows of the other (buf[:, 0, :] and buf[:, 1, :]).
   void output(const TensorView& t, const char* name, DType dtype, std::initializer_list<int64_t> shape);
   void optional_output(const TensorView& t, const char* name, DType dtype, std::initializer_list<int64_t> shape);
   /// Checks that `t` is absent (an argument the chosen mode does not use).
@@ -50,6 +52,8 @@ class Checker {
     const char* name;
     uintptr_t begin, end;  // byte range
     bool output;
+    uint64_t row_bytes;     // bytes of one row (dimension 0 index), for strided views
+    uint64_t stride_bytes;  // row stride in bytes; 0 when the view has fewer than 2 rows
   };
   std::vector<Seen> seen_;
 };

@@ -39,10 +39,22 @@ std::string device_name(Device d) {
   return "device(" + std::to_string(static_cast<int>(d.type)) + ")";
 }
 
+int64_t checked_mul(int64_t a, int64_t b, const char* what) {
+  int64_t out = 0;
+  MHC_CHECK(mul_fits(a, b, &out), what, ": ", a, " * ", b, " overflows int64");
+  return out;
+}
+
 int64_t TensorView::numel() const {
   if (rank < 0) return 0;
   int64_t count = 1;
-  for (int i = 0; i < rank; ++i) count *= shape[i];
+  for (int i = 0; i < rank; ++i) {
+    MHC_CHECK(shape[i] >= 0, "tensor of shape ", shape_string(*this), ": negative extent in dimension ", i);
+  }
+  for (int i = 0; i < rank; ++i) {
+    MHC_CHECK(mul_fits(count, shape[i], &count), "tensor of shape ", shape_string(*this),
+              ": the element count overflows int64");
+  }
   return count;
 }
 
@@ -64,11 +76,15 @@ TensorView make_view(void* data, DType dtype, std::initializer_list<int64_t> sha
   t.device = device;
   t.rank = static_cast<int32_t>(shape.size());
   int i = 0;
-  for (int64_t s : shape) t.shape[i++] = s;
+  for (int64_t s : shape) {
+    MHC_CHECK(s >= 0, "make_view: negative extent ", s, " in dimension ", i);
+    t.shape[i++] = s;
+  }
   int64_t stride = 1;
   for (int d = t.rank - 1; d >= 0; --d) {
     t.strides[d] = stride;
-    stride *= t.shape[d];
+    MHC_CHECK(mul_fits(stride, t.shape[d], &stride), "make_view: shape ", shape_string(t),
+              ": the strides overflow int64");
   }
   return t;
 }

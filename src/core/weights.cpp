@@ -47,7 +47,7 @@ std::vector<float> host_copy(const TensorView& t, const char* name, std::initial
 
 void check_dims(int32_t n, int64_t H) {
   MHC_CHECK(n >= 1 && n <= kMaxStreams, "prepare: n must be in 1..", kMaxStreams, ", got ", n);
-  MHC_CHECK(H >= 1, "prepare: H must be >= 1, got ", H);
+  MHC_CHECK(H >= 1 && H <= kMaxHidden, "prepare: H must be in 1..", kMaxHidden, " (mhc::kMaxHidden), got ", H);
 }
 
 PreparedWeights finish(std::shared_ptr<PreparedWeights::Impl> w, Device device) {
@@ -106,7 +106,8 @@ Workspace Workspace::create(Device device, int64_t max_tokens, int32_t max_n) {
 }
 
 Workspace Workspace::create(Device device, const WorkspaceOptions& o) {
-  MHC_CHECK(o.max_tokens >= 0, "Workspace::create: max_tokens must be >= 0, got ", o.max_tokens);
+  MHC_CHECK(o.max_tokens >= 0 && o.max_tokens <= kMaxTokens, "Workspace::create: max_tokens must be in 0..",
+            kMaxTokens, ", got ", o.max_tokens);
   MHC_CHECK(o.max_n >= 1 && o.max_n <= kMaxStreams, "Workspace::create: max_n must be in 1..",
             kMaxStreams, ", got ", o.max_n);
   MHC_CHECK(o.n4_slice_tokens >= 0 && o.n4_slice_tokens % 32 == 0,
