@@ -4,6 +4,8 @@
 // and its own copy of the tensor names, so the reader is never checked against itself.
 // Small shapes (n = 4, H = 64, 2 layers) keep it fast.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -689,7 +691,7 @@ TEST_F(CheckpointDamage, DuplicateName) {
   write_bytes(file(), file_bytes(header, data()));
   const std::string m = load_error();
   EXPECT_CONTAINS(m, file().string());
-  EXPECT_CONTAINS(m, "tensor 'norm.weight' is listed twice");
+  EXPECT_CONTAINS(m, "key 'norm.weight' appears twice in the top-level object");
 }
 
 TEST_F(CheckpointDamage, OffsetsOutOfRange) {
@@ -919,6 +921,126 @@ TEST_F(CheckpointDamage, NonFiniteValuesAreReadAsStored) {
   write_file(file(), tensors_);
   const mhc::tools::CheckpointModel m = mhc::tools::load_checkpoint_model(dir().string());
   EXPECT_TRUE(std::isnan(m.model.attn[0].base[0]));
+}
+
+// ---- hostile input (issue 17) ---------------------------------------------------------------
+
+// Finding 1: a header entry, a config.json value or an index value nested 100000 deep crashed
+// the reader (the error message called the recursive json::dump()).
+TEST_F(CheckpointDamage, DeeplyNestedJsonIsRejected) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  write_bytes(file(), file_bytes("{\"x\":{\"dtype\":\"F32\",\"shape\":" + deep + ",\"data_offsets\":[0,0]}}", ""));
+  std::string m = load_error();
+  EXPECT_CONTAINS(m, file().string());
+  EXPECT_CONTAINS(m, "nest deeper than 64 levels");
+
+  m = error_of([&] { mhc::parse_model_config("{\"model_type\": " + deep + "}", "/x/config.json", ""); });
+  EXPECT_CONTAINS(m, "/x/config.json");
+  EXPECT_CONTAINS(m, "nest deeper than 64 levels");
+
+  write_file(file(), tensors_);
+  const fs::path index = dir() / "model.safetensors.index.json";
+  std::ofstream(index) << "{\"weight_map\": {\"layers.0.hc_attn_fn\": " + deep + "}}";
+  m = load_error();
+  EXPECT_CONTAINS(m, index.string());
+  EXPECT_CONTAINS(m, "nest deeper than 64 levels");
+  // 64 levels are fine: the error is about the value, not the nesting.
+  const std::string ok_deep = std::string(62, '[') + std::string(62, ']');
+  std::ofstream(index) << "{\"weight_map\": {\"layers.0.hc_attn_fn\": " + ok_deep + "}}";
+  EXPECT_CONTAINS(load_error(), "shard must be a file name, got an array of 1 element(s)");
+}
+
+// Finding 5: a FIFO as model file, config.json or index blocked the reader forever.
+TEST_F(CheckpointDamage, FifoIsRefusedNotWaitedOn) {
+  ASSERT_EQ(::mkfifo(file().c_str(), 0600), 0);
+  std::string m = load_error();
+  EXPECT_CONTAINS(m, file().string());
+  EXPECT_CONTAINS(m, "not a regular file (a FIFO)");
+  fs::remove(file());
+
+  write_file(file(), tensors_);
+  fs::remove(dir() / "config.json");
+  ASSERT_EQ(::mkfifo((dir() / "config.json").c_str(), 0600), 0);
+  m = load_error();
+  EXPECT_CONTAINS(m, (dir() / "config.json").string());
+  EXPECT_CONTAINS(m, "not a regular file (a FIFO)");
+
+  const fs::path index = dir() / "model.safetensors.index.json";
+  ASSERT_EQ(::mkfifo(index.c_str(), 0600), 0);
+  m = load_error();
+  EXPECT_CONTAINS(m, index.string());
+  EXPECT_CONTAINS(m, "not a regular file (a FIFO)");
+}
+
+// Finding 6: "num_hidden_layers": 1048576 took 6.7 GB and 28 s before anything failed.
+TEST(CheckpointConfig, LayerCountIsCapped) {
+  const std::string m = error_of([&] {
+    mhc::parse_model_config(R"({"model_type": "deepseek_v4", "hidden_size": 64, "num_hidden_layers": 1048576})",
+                            "/x/config.json", "");
+  });
+  EXPECT_CONTAINS(m, "/x/config.json");
+  EXPECT_CONTAINS(m, "\"num_hidden_layers\" must be in 1..1024");
+  EXPECT_CONTAINS(error_of([&] {
+                    mhc::parse_model_config(R"({"model_type": "deepseek_v4", "hidden_size": 1048577,
+                                                "num_hidden_layers": 2})", "/x/config.json", "");
+                  }),
+                  "\"hidden_size\" must be in 1..1048576");
+}
+
+// Finding 7: a file truncated after it was opened raised SIGBUS through the mapping.
+TEST_F(CheckpointDamage, FileTruncatedAfterOpening) {
+  write_file(file(), tensors_);
+  const mhc::Checkpoint ckpt = mhc::Checkpoint::open(file().string());
+  const mhc::TensorInfo info = ckpt.info("layers.0.hc_attn_fn");
+  fs::resize_file(file(), 100);
+  const std::string m = error_of([&] { (void)ckpt.read_f32("layers.0.hc_attn_fn", info.shape); });
+  EXPECT_CONTAINS(m, file().string());
+  EXPECT_CONTAINS(m, "truncated");
+}
+
+// Finding 8: duplicate keys (the last or the first silently won) and a UTF-8 byte order mark.
+TEST_F(CheckpointDamage, DuplicateKeysAndByteOrderMarksAreRejected) {
+  std::string header = header_of(tensors_);
+  const size_t at = header.find("\"dtype\":\"F32\"");
+  ASSERT_NE(at, std::string::npos);
+  std::string dup = header;
+  dup.insert(at, "\"dtype\":\"I32\",");
+  write_bytes(file(), file_bytes(dup, data()));
+  std::string m = load_error();
+  EXPECT_CONTAINS(m, file().string());
+  EXPECT_CONTAINS(m, "key 'dtype' appears twice in '");
+
+  write_bytes(file(), file_bytes("\xEF\xBB\xBF" + header, data()));
+  m = load_error();
+  EXPECT_CONTAINS(m, file().string());
+  EXPECT_CONTAINS(m, "byte order mark");
+
+  const std::string cfg = R"({"model_type": "deepseek_v4", "hidden_size": 64, "hidden_size": 128, "num_hidden_layers": 2})";
+  m = error_of([&] { mhc::parse_model_config(cfg, "/x/config.json", ""); });
+  EXPECT_CONTAINS(m, "/x/config.json");
+  EXPECT_CONTAINS(m, "key 'hidden_size' appears twice");
+  m = error_of([&] {
+    mhc::parse_model_config("\xEF\xBB\xBF{\"model_type\": \"deepseek_v4\", \"hidden_size\": 64, \"num_hidden_layers\": 2}",
+                            "/x/config.json", "");
+  });
+  EXPECT_CONTAINS(m, "byte order mark");
+
+  write_file(file(), tensors_);
+  const fs::path index = dir() / "model.safetensors.index.json";
+  std::ofstream(index) << R"({"weight_map": {"layers.0.hc_attn_fn": "nope.safetensors", "layers.0.hc_attn_fn": "model.safetensors"}})";
+  m = load_error();
+  EXPECT_CONTAINS(m, index.string());
+  EXPECT_CONTAINS(m, "key 'layers.0.hc_attn_fn' appears twice in 'weight_map'");
+}
+
+// Finding 14: a directory that cannot be searched was reported as holding neither file.
+TEST_F(CheckpointDamage, UnsearchableDirectoryIsNamed) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root searches every directory";
+  write_file(file(), tensors_);
+  fs::permissions(dir(), fs::perms::owner_read, fs::perm_options::replace);
+  const std::string m = error_of([&] { mhc::Checkpoint::open(dir().string()); });
+  fs::permissions(dir(), fs::perms::owner_all, fs::perm_options::replace);
+  EXPECT_CONTAINS(m, "cannot look inside the directory");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "mhc/error.hpp"
 #include "src/core/bf16.hpp"
+#include "src/io/json_input.hpp"
 #include "src/io/safetensors.hpp"
 
 namespace mhc {
@@ -150,16 +151,29 @@ T load_unaligned(const uint8_t* p) {
   return v;
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  MHC_CHECK(in.good(), path, ": cannot read");
-  std::ostringstream text;
-  text << in.rdbuf();
-  MHC_CHECK(!in.bad(), path, ": read error");
-  return text.str();
-}
 
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> io::parse_index_json(const std::string& text,
+                                                                      const std::string& source) {
+  const json index = io::parse_untrusted_json(text, source, "index JSON");
+  MHC_CHECK(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(), source,
+            ": invalid index: expected an object with a \"weight_map\" object");
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& item : index["weight_map"].items()) {
+    const std::string& name = item.key();
+    MHC_CHECK(item.value().is_string(), source, ": tensor '", name, "': shard must be a file name, got ",
+              io::describe(item.value()));
+    const std::string shard = item.value().get<std::string>();
+    const fs::path sp(shard);
+    bool escapes = shard.empty() || sp.is_absolute();
+    for (const auto& part : sp) escapes = escapes || part == "..";
+    MHC_CHECK(!escapes, source, ": tensor '", name, "': shard '", shard,
+              "' must be a relative path inside the checkpoint directory");
+    out.emplace_back(name, shard);
+  }
+  return out;
+}
 
 const char* to_string(NamingScheme s) { return s == NamingScheme::kHuggingFace ? "hf" : "deepseek"; }
 
@@ -213,9 +227,13 @@ Checkpoint Checkpoint::open(const std::string& path) {
     impl->directory = path;
     const fs::path index = fs::path(path) / "model.safetensors.index.json";
     const fs::path file = fs::path(path) / "model.safetensors";
-    if (fs::exists(index, ec)) {
+    const bool has_index = fs::exists(index, ec);
+    MHC_CHECK(!ec, path, ": cannot look inside the directory: ", ec.message());
+    const bool has_file = !has_index && fs::exists(file, ec);
+    MHC_CHECK(!ec, path, ": cannot look inside the directory: ", ec.message());
+    if (has_index) {
       impl->index_file = index.string();
-    } else if (fs::exists(file, ec)) {
+    } else if (has_file) {
       single = file.string();
     } else {
       MHC_FAIL(path, ": found neither model.safetensors.index.json nor model.safetensors");
@@ -240,26 +258,11 @@ Checkpoint Checkpoint::open(const std::string& path) {
     }
   } else {
     const std::string& index_path = impl->index_file;
-    json index;
-    try {
-      index = json::parse(read_text(index_path));
-    } catch (const json::exception& e) {
-      MHC_FAIL(index_path, ": invalid index JSON: ", e.what());
-    }
-    MHC_CHECK(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(), index_path,
-              ": invalid index: expected an object with a \"weight_map\" object");
     std::map<std::string, size_t> shard_ids;
     std::vector<std::string> first_tensor;  // a tensor of each shard, for messages
-    for (const auto& item : index["weight_map"].items()) {
-      const std::string& name = item.key();
-      MHC_CHECK(item.value().is_string(), index_path, ": tensor '", name, "': shard must be a file name, got ",
-                item.value().dump());
-      const std::string shard = item.value().get<std::string>();
+    for (const auto& [name, shard] : io::parse_index_json(io::read_regular_file(index_path, kMaxJsonFileBytes, "index"),
+                                                      index_path)) {
       const fs::path sp(shard);
-      bool escapes = shard.empty() || sp.is_absolute();
-      for (const auto& part : sp) escapes = escapes || part == "..";
-      MHC_CHECK(!escapes, index_path, ": tensor '", name, "': shard '", shard,
-                "' must be a relative path inside the checkpoint directory");
       auto it = shard_ids.find(shard);
       if (it == shard_ids.end()) {
         it = shard_ids.emplace(shard, impl->files.size()).first;
@@ -303,8 +306,11 @@ std::vector<float> Checkpoint::read_f32(const std::string& name, const std::vect
   const auto [f, e] = impl_->locate(name);
   MHC_CHECK(e->shape == shape, f->path(), ": tensor '", name, "': shape ", io::shape_text(e->shape), ", expected ",
             io::shape_text(shape));
-  const uint8_t* p = f->data(*e);
   const size_t count = static_cast<size_t>(e->end - e->begin) / std::max(1, io::safetensors_dtype_size(e->dtype));
+  MHC_CHECK(e->dtype == "F32" || e->dtype == "BF16" || e->dtype == "F16", f->path(), ": tensor '", name, "': dtype ",
+            e->dtype, " cannot be read as fp32 (expected F32, BF16 or F16)");
+  const std::vector<uint8_t> bytes = f->bytes(*e);
+  const uint8_t* p = bytes.data();
   std::vector<float> out(count);
   if (e->dtype == "F32") {
     if (count) std::memcpy(out.data(), p, count * 4);
@@ -322,8 +328,11 @@ std::vector<uint16_t> Checkpoint::read_bf16(const std::string& name, const std::
   const auto [f, e] = impl_->locate(name);
   MHC_CHECK(e->shape == shape, f->path(), ": tensor '", name, "': shape ", io::shape_text(e->shape), ", expected ",
             io::shape_text(shape));
-  const uint8_t* p = f->data(*e);
   const size_t count = static_cast<size_t>(e->end - e->begin) / std::max(1, io::safetensors_dtype_size(e->dtype));
+  MHC_CHECK(e->dtype == "BF16" || e->dtype == "F32" || e->dtype == "F16", f->path(), ": tensor '", name, "': dtype ",
+            e->dtype, " cannot be read as bf16 (expected BF16, F32 or F16)");
+  const std::vector<uint8_t> bytes = f->bytes(*e);
+  const uint8_t* p = bytes.data();
   std::vector<uint16_t> out(count);
   if (e->dtype == "BF16") {
     if (count) std::memcpy(out.data(), p, count * 2);

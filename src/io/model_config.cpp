@@ -9,6 +9,7 @@
 #include "mhc/checkpoint.hpp"
 #include "mhc/error.hpp"
 #include "mhc/ops.hpp"
+#include "src/io/json_input.hpp"
 
 namespace mhc {
 
@@ -65,11 +66,11 @@ class KeyReader {
       return fallback;
     }
     const json& v = j_[key];
-    MHC_CHECK(v.is_number_integer(), source_, ": key \"", key, "\" must be an integer, got ", v.dump());
+    MHC_CHECK(v.is_number_integer(), source_, ": key \"", key, "\" must be an integer, got ", io::describe(v));
     if (v.is_number_unsigned()) {
       const uint64_t u = v.get<uint64_t>();
       MHC_CHECK(u >= static_cast<uint64_t>(lo) && u <= static_cast<uint64_t>(hi), source_, ": key \"", key, "\" must be in ", lo, "..", hi,
-                ", got ", v.dump());
+                ", got ", io::describe(v));
       return static_cast<int64_t>(u);
     }
     const int64_t x = v.get<int64_t>();
@@ -84,13 +85,13 @@ class KeyReader {
       return fallback;
     }
     const json& v = j_[key];
-    MHC_CHECK(v.is_number(), source_, ": key \"", key, "\" must be a number, got ", v.dump());
+    MHC_CHECK(v.is_number(), source_, ": key \"", key, "\" must be a number, got ", io::describe(v));
     const double x = v.get<double>();
-    MHC_CHECK(std::isfinite(x) && x >= 0.0, source_, ": key \"", key, "\" must be finite and >= 0, got ", v.dump());
-    MHC_CHECK(x <= std::numeric_limits<float>::max(), source_, ": key \"", key, "\" = ", v.dump(),
+    MHC_CHECK(std::isfinite(x) && x >= 0.0, source_, ": key \"", key, "\" must be finite and >= 0, got ", io::describe(v));
+    MHC_CHECK(x <= std::numeric_limits<float>::max(), source_, ": key \"", key, "\" = ", io::describe(v),
               " does not fit in fp32");
     const float f = static_cast<float>(x);
-    MHC_CHECK(x == 0.0 || f != 0.0f, source_, ": key \"", key, "\" = ", v.dump(), " underflows to 0 in fp32");
+    MHC_CHECK(x == 0.0 || f != 0.0f, source_, ": key \"", key, "\" = ", io::describe(v), " underflows to 0 in fp32");
     return f;
   }
 
@@ -105,25 +106,20 @@ class KeyReader {
 
 ModelConfig parse_model_config(const std::string& json_text, const std::string& source,
                                const std::string& force_preset) {
-  json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::exception& e) {
-    MHC_FAIL(source, ": invalid JSON: ", e.what());
-  }
+  const json j = io::parse_untrusted_json(json_text, source, "JSON");
   MHC_CHECK(j.is_object(), source, ": expected a JSON object at the top level, got ", j.type_name());
 
   ModelConfig mc;
   mc.source = source;
   if (j.contains("model_type")) {
     MHC_CHECK(j["model_type"].is_string(), source, ": key \"model_type\" must be a string, got ",
-              j["model_type"].dump());
+              io::describe(j["model_type"]));
     mc.model_type = j["model_type"].get<std::string>();
   }
   bool has_shifted_flag = false, shifted_flag = false;
   if (j.contains("hc_shifted")) {
     MHC_CHECK(j["hc_shifted"].is_boolean(), source, ": key \"hc_shifted\" must be true or false, got ",
-              j["hc_shifted"].dump());
+              io::describe(j["hc_shifted"]));
     has_shifted_flag = true;
     shifted_flag = j["hc_shifted"].get<bool>();
   }
@@ -161,10 +157,10 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   const Config& d = family->config;
   KeyReader keys(j, source, mc.forced, &mc.defaulted);
   Config& c = mc.config;
-  c.H = keys.integer("hidden_size", true, d.H, 1, int64_t{1} << 40);
+  c.H = keys.integer("hidden_size", true, d.H, 1, kMaxHidden);
   c.n = static_cast<int32_t>(keys.integer("hc_mult", false, d.n, 1, kMaxStreams));
-  mc.num_layers = static_cast<int32_t>(keys.integer("num_hidden_layers", true, family->num_layers, 1, 1 << 20));
-  c.sinkhorn_iters = static_cast<int32_t>(keys.integer("hc_sinkhorn_iters", false, d.sinkhorn_iters, 1, 1 << 20));
+  mc.num_layers = static_cast<int32_t>(keys.integer("num_hidden_layers", true, family->num_layers, 1, kMaxLayers));
+  c.sinkhorn_iters = static_cast<int32_t>(keys.integer("hc_sinkhorn_iters", false, d.sinkhorn_iters, 1, kMaxSinkhornIters));
   const float hc_eps = keys.epsilon("hc_eps", d.pre_eps);
   c.pre_eps = hc_eps;
   c.sinkhorn_eps = hc_eps;
@@ -175,7 +171,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   if (j.contains("num_nextn_predict_layers") && !j["num_nextn_predict_layers"].is_null()) {
     std::vector<std::string> ignored;
     KeyReader optional(j, source, false, &ignored);
-    mc.mtp_layers = static_cast<int32_t>(optional.integer("num_nextn_predict_layers", false, 0, 0, 1 << 10));
+    mc.mtp_layers = static_cast<int32_t>(optional.integer("num_nextn_predict_layers", false, 0, 0, kMaxMtpLayers));
   }
   try {
     validate_config(c);
@@ -189,12 +185,8 @@ ModelConfig read_model_config(const std::string& path, const std::string& force_
   namespace fs = std::filesystem;
   std::error_code ec;
   const std::string file = fs::is_directory(path, ec) ? (fs::path(path) / "config.json").string() : path;
-  std::ifstream in(file, std::ios::binary);
-  MHC_CHECK(in.good(), file, ": cannot read the model config (config.json next to the weights)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  MHC_CHECK(!in.bad(), file, ": read error");
-  return parse_model_config(text.str(), file, force_preset);
+  return parse_model_config(io::read_regular_file(file, kMaxJsonFileBytes, "model config (config.json next to the weights)"),
+                            file, force_preset);
 }
 
 }  // namespace mhc

@@ -1,8 +1,7 @@
-// src/io/safetensors.cpp - memory-mapped safetensors files and header validation.
+// src/io/safetensors.cpp - safetensors files (read with pread) and header validation.
 #include "src/io/safetensors.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include <sstream>
 
 #include "mhc/error.hpp"
+#include "src/io/json_input.hpp"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the safetensors reader assumes a little-endian host"
@@ -42,28 +42,34 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return os.str();
 }
 
-MappedFile::MappedFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  MHC_CHECK(fd >= 0, path, ": cannot open: ", std::strerror(errno));
+ReadFile::ReadFile(const std::string& path) : path_(path) {
+  require_regular_file(path, "safetensors file");
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  MHC_CHECK(fd_ >= 0, path, ": cannot open: ", std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
     MHC_FAIL(path, ": not a regular file");
   }
   size_ = static_cast<uint64_t>(st.st_size);
-  if (size_ > 0) {
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    const int err = errno;
-    ::close(fd);
-    MHC_CHECK(p != MAP_FAILED, path, ": mmap of ", size_, " bytes failed: ", std::strerror(err));
-    data_ = static_cast<const uint8_t*>(p);
-  } else {
-    ::close(fd);
-  }
 }
 
-MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+ReadFile::~ReadFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void ReadFile::read(uint64_t offset, uint64_t count, void* dst) const {
+  auto* out = static_cast<uint8_t*>(dst);
+  uint64_t done = 0;
+  while (done < count) {
+    const uint64_t want = std::min<uint64_t>(count - done, uint64_t{1} << 30);
+    const ssize_t got = ::pread(fd_, out + done, want, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    MHC_CHECK(got >= 0, path_, ": read error at byte ", offset + done, ": ", std::strerror(errno));
+    MHC_CHECK(got > 0, path_, ": truncated: bytes [", offset, ", ", offset + count, ") were expected, the file ends at ",
+              offset + done, " (changed since it was opened?)");
+    done += static_cast<uint64_t>(got);
+  }
 }
 
 namespace {
@@ -71,45 +77,20 @@ namespace {
 // A non-negative JSON integer, or a failure naming the file, the tensor and the field.
 uint64_t header_uint(const json& v, const std::string& path, const std::string& name, const char* field) {
   MHC_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0), path,
-            ": tensor '", name, "': ", field, " must hold non-negative integers, got ", v.dump());
+            ": tensor '", name, "': ", field, " must hold non-negative integers, got ", describe(v));
   return v.get<uint64_t>();
 }
 
 }  // namespace
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), map_(path) {
-  const uint64_t size = map_.size();
-  MHC_CHECK(size >= 8, path, ": truncated: ", size,
-            " bytes, but a safetensors file starts with an 8-byte header length");
-  uint64_t header_len = 0;
-  std::memcpy(&header_len, map_.data(), 8);  // little endian (checked above)
-  MHC_CHECK(header_len <= size - 8, path, ": header length ", header_len,
-            " runs past the end of the file (", size - 8, " bytes follow the length field): truncated or not a safetensors file");
+std::map<std::string, SafetensorsEntry> parse_safetensors_header(const std::string& path, const char* text,
+                                                                 uint64_t header_len, uint64_t data_size) {
   MHC_CHECK(header_len <= kMaxHeaderBytes, path, ": header length ", header_len, " exceeds the limit of ",
             kMaxHeaderBytes, " bytes");
-  data_start_ = 8 + header_len;
-  const uint64_t data_size = size - data_start_;
-
-  // Parse, noting duplicate top-level names (the parser itself would keep the last silently).
-  std::string duplicate;
-  std::set<std::string> seen;
-  const json::parser_callback_t on_event = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::key && depth == 1 && parsed.is_string()) {
-      const std::string& key = parsed.get_ref<const std::string&>();
-      if (!seen.insert(key).second && duplicate.empty()) duplicate = key;
-    }
-    return true;
-  };
-  const char* begin = reinterpret_cast<const char*>(map_.data() + 8);
-  json header;
-  try {
-    header = json::parse(begin, begin + header_len, on_event);
-  } catch (const json::exception& e) {
-    MHC_FAIL(path, ": invalid header JSON (", header_len, " bytes): ", e.what());
-  }
+  const json header = parse_untrusted_json(text, text + header_len, path, "header JSON");
   MHC_CHECK(header.is_object(), path, ": invalid header: expected a JSON object, got ", header.type_name());
-  MHC_CHECK(duplicate.empty(), path, ": invalid header: tensor '", duplicate, "' is listed twice");
 
+  std::map<std::string, SafetensorsEntry> entries;
   for (const auto& item : header.items()) {
     const std::string& name = item.key();
     const json& v = item.value();
@@ -117,7 +98,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), map_(pa
       MHC_CHECK(v.is_object(), path, ": invalid header: __metadata__ must be an object");
       continue;
     }
-    MHC_CHECK(v.is_object(), path, ": tensor '", name, "': header entry must be an object, got ", v.dump());
+    MHC_CHECK(v.is_object(), path, ": tensor '", name, "': header entry must be an object, got ", describe(v));
     MHC_CHECK(v.contains("dtype") && v["dtype"].is_string(), path, ": tensor '", name,
               "': header entry lacks a string \"dtype\"");
     MHC_CHECK(v.contains("shape") && v["shape"].is_array(), path, ": tensor '", name,
@@ -150,12 +131,12 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), map_(pa
                 e.end - e.begin, " data bytes, but shape ", shape_text(e.shape), " of ", e.dtype, " needs ",
                 numel * static_cast<uint64_t>(elem));
     }
-    entries_.emplace(name, std::move(e));
+    entries.emplace(name, std::move(e));
   }
 
   // No two tensors may share bytes.
   std::vector<std::pair<const std::string*, const SafetensorsEntry*>> order;
-  for (const auto& kv : entries_) {
+  for (const auto& kv : entries) {
     if (kv.second.end > kv.second.begin) order.emplace_back(&kv.first, &kv.second);
   }
   std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
@@ -166,6 +147,29 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), map_(pa
               cur.end, "]) overlaps tensor '", *order[i - 1].first, "' (data_offsets [", prev.begin, ", ", prev.end,
               "])");
   }
+  return entries;
+}
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), file_(path) {
+  const uint64_t size = file_.size();
+  MHC_CHECK(size >= 8, path, ": truncated: ", size,
+            " bytes, but a safetensors file starts with an 8-byte header length");
+  uint64_t header_len = 0;
+  file_.read(0, 8, &header_len);  // little endian (checked above)
+  MHC_CHECK(header_len <= size - 8, path, ": header length ", header_len,
+            " runs past the end of the file (", size - 8, " bytes follow the length field): truncated or not a safetensors file");
+  MHC_CHECK(header_len <= kMaxHeaderBytes, path, ": header length ", header_len, " exceeds the limit of ",
+            kMaxHeaderBytes, " bytes");
+  data_start_ = 8 + header_len;
+  std::string text(static_cast<size_t>(header_len), '\0');
+  file_.read(8, header_len, text.data());
+  entries_ = parse_safetensors_header(path, text.data(), header_len, size - data_start_);
+}
+
+std::vector<uint8_t> SafetensorsFile::bytes(const SafetensorsEntry& e) const {
+  std::vector<uint8_t> out(static_cast<size_t>(e.end - e.begin));
+  file_.read(data_start_ + e.begin, out.size(), out.data());
+  return out;
 }
 
 const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {

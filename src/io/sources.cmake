@@ -2,6 +2,7 @@
 # nlohmann-json is header-only (Debian: nlohmann-json3-dev); it stays out of the public headers.
 find_package(nlohmann_json 3.2 REQUIRED)
 set(MHC_IO_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/json_input.cpp
   ${CMAKE_CURRENT_LIST_DIR}/safetensors.cpp
   ${CMAKE_CURRENT_LIST_DIR}/model_config.cpp
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint.cpp
