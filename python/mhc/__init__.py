@@ -19,7 +19,7 @@ from mhc.ops import (Mixes, Pre, PreBroadcast, PostPre, Variant, clear_default_w
 PreparedWeights = _mhc.PreparedWeights
 Workspace = _mhc.Workspace
 
-__version__ = "0.1.0"
+__version__ = _mhc.version()  # mhc::version(): the project(mhc VERSION ...) line of CMakeLists.txt
 
 __all__ = [
     "Bf16View", "Config", "MhcError", "Mixes", "ModelPreset", "Pre", "PreBroadcast", "PostPre", "PreparedWeights",

@@ -337,6 +337,7 @@ NB_MODULE(_mhc, m) {
     return out;
   });
   m.def("cuda_available", &mhc::cuda_available);
+  m.def("version", &mhc::version, "The library version (the CMake project version): mhc.__version__.");
 
   m.def("device_of", [](nb::handle device) {
     const mhc::Device d = parse_device(device);
