@@ -1269,6 +1269,20 @@ TEST_F(Bad, ArgumentsTheModeIgnoresMustBeAbsent) {
   }
 }
 
+// Finding 12: error text carried the build tree's absolute path before "src/api/...".
+TEST_F(Bad, ErrorLocationsAreRelativeToTheSourceRoot) {
+  auto a = collapse_args();
+  a.residual = TensorView{};
+  try {
+    mhc::collapse(a);
+    ADD_FAILURE() << "no error";
+  } catch (const mhc::Error& e) {
+    EXPECT_EQ(std::string(e.file()), "src/api/validate.cpp");
+    EXPECT_EQ(std::string(e.what()).rfind("src/api/validate.cpp:", 0), 0u) << e.what();
+  }
+  EXPECT_STREQ(mhc::detail::source_relative("/elsewhere/x.cpp"), "/elsewhere/x.cpp");
+}
+
 // Finding 14: two outputs interleaved in one buffer (buf[:, 0, :] and buf[:, 1, :]) do not
 // overlap and are accepted; shifted by one element they do overlap and are refused.
 TEST_F(Bad, InterleavedOutputsThatDoNotOverlapAreAccepted) {
