@@ -6,13 +6,23 @@ from typing import List
 from mhc import _mhc
 
 
+def _bounded_int(name, value, hi):
+    """int(value) when it is in 1..hi; a larger or smaller one raises mhc.MhcError here (the native
+    field would raise TypeError for a value that does not fit its C++ type)."""
+    from mhc._arrays import mhc_error
+    v = int(value)
+    if not 1 <= v <= hi:
+        raise mhc_error(f"config: {name} must be in 1..{hi}, got {v}")
+    return v
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Config:
     """Every scalar of an mHC block. Keyword arguments only; the defaults are DeepSeek-V4's.
 
     Use ``mhc.model_preset(name).config`` for a shipped model and ``dataclasses.replace`` (or
-    ``config.replace(H=...)``) to change a field. Validated on construction (n in 1..8, H >= 1,
-    sinkhorn_iters >= 1, every eps finite and >= 0); a bad value raises mhc.MhcError.
+    ``config.replace(H=...)``) to change a field. Validated on construction (n in 1..8, H in
+    1..2^20, sinkhorn_iters in 1..2^20, every eps finite and >= 0); a bad value raises mhc.MhcError.
     """
 
     n: int = 4                    #: streams (hc_mult), 1..8
@@ -27,12 +37,12 @@ class Config:
 
     def __post_init__(self):
         c = _mhc.NativeConfig()
-        c.n = int(self.n)
-        c.H = int(self.H)
+        c.n = _bounded_int("n", self.n, _mhc.MAX_STREAMS)
+        c.H = _bounded_int("H", self.H, _mhc.MAX_HIDDEN)
         c.norm_eps = float(self.norm_eps)
         c.pre_eps = float(self.pre_eps)
         c.sinkhorn_eps = float(self.sinkhorn_eps)
-        c.sinkhorn_iters = int(self.sinkhorn_iters)
+        c.sinkhorn_iters = _bounded_int("sinkhorn_iters", self.sinkhorn_iters, _mhc.MAX_SINKHORN_ITERS)
         c.post_scale = float(self.post_scale)
         c.rmsnorm_eps = float(self.rmsnorm_eps)
         _mhc.validate_config(c)

@@ -313,6 +313,17 @@ def _infer_mix_dims(fn, n, H):
     return n, H
 
 
+def _check_dims(op, n, H):
+    """n and H as ints in range; mhc.MhcError otherwise (the native call would raise TypeError for
+    values beyond int32 / int64)."""
+    n, H = int(n), int(H)
+    if not 1 <= n <= _mhc.MAX_STREAMS:
+        raise mhc_error(f"{op}: n must be in 1..{_mhc.MAX_STREAMS}, got {n}")
+    if not 1 <= H <= _mhc.MAX_HIDDEN:
+        raise mhc_error(f"{op}: H must be in 1..{_mhc.MAX_HIDDEN} (mhc::kMaxHidden), got {H}")
+    return n, H
+
+
 def prepare(fn, scale, base, *, n: Optional[int] = None, H: Optional[int] = None, config: Optional[Config] = None,
             device="cpu"):
     """Prepares one mix block (hc_attn_* or hc_ffn_*) for ``device``, once, at load time.
@@ -324,6 +335,7 @@ def prepare(fn, scale, base, *, n: Optional[int] = None, H: Optional[int] = None
     if config is not None:
         n, H = config.n, config.H
     n, H = _infer_mix_dims(fn, n, H)
+    n, H = _check_dims("prepare", n, H)
     return _mhc.prepare(native(_host(fn), "prepare", "fn"), native(_host(scale), "prepare", "scale"),
                         native(_host(base), "prepare", "base"), n=n, H=H, device=device_string(parse_device(device)))
 
@@ -339,6 +351,7 @@ def prepare_head(fn, scale, base, *, n: Optional[int] = None, H: Optional[int] =
         H = int(shape[1]) // n if (H is None and n and int(shape[1]) % n == 0) else H
     if n is None or H is None:
         raise mhc_error(f"prepare_head: fn_head: cannot infer n and H from shape {shape}; pass n= and H=")
+    n, H = _check_dims("prepare_head", n, H)
     return _mhc.prepare_head(native(_host(fn), "prepare_head", "fn_head"),
                              native(_host(scale), "prepare_head", "scale_head"),
                              native(_host(base), "prepare_head", "base_head"), n=n, H=H,

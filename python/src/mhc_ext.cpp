@@ -337,6 +337,11 @@ NB_MODULE(_mhc, m) {
     return out;
   });
   m.def("cuda_available", &mhc::cuda_available);
+  // The input limits (mhc/config.hpp), for the Python layer's own range checks.
+  m.attr("MAX_STREAMS") = mhc::kMaxStreams;
+  m.attr("MAX_HIDDEN") = mhc::kMaxHidden;
+  m.attr("MAX_TOKENS") = mhc::kMaxTokens;
+  m.attr("MAX_SINKHORN_ITERS") = mhc::kMaxSinkhornIters;
   m.def("version", &mhc::version, "The library version (the CMake project version): mhc.__version__.");
 
   m.def("device_of", [](nb::handle device) {

@@ -214,3 +214,59 @@ def test_unallocatable_primary_needs_explicit_outputs(setup):
 
     with pytest.raises(mhc.MhcError, match="pass layer_input= explicitly"):
         mhc.pre(Weird(), setup["w"], config=setup["config"])
+
+
+# ---- hostile input (issue 17) ------------------------------------------------------------------
+
+def test_out_of_range_integers_raise_mhc_error_not_type_error():
+    # Finding 13: values beyond int32 / int64 raised TypeError from the native fields.
+    with pytest.raises(mhc.MhcError, match="sinkhorn_iters must be in 1..1048576, got 2147483648"):
+        mhc.Config(sinkhorn_iters=2**31)
+    with pytest.raises(mhc.MhcError, match="n must be in 1..8, got 4294967300"):
+        mhc.Config(n=2**32 + 4)
+    with pytest.raises(mhc.MhcError, match="H must be in 1..1048576"):
+        mhc.Config(H=2**63)
+    # Finding 10: the API caps sinkhorn_iters like config.json does.
+    with pytest.raises(mhc.MhcError, match="sinkhorn_iters must be in 1..1048576"):
+        mhc.Config(sinkhorn_iters=2**31 - 1)
+
+
+def test_prepare_rejects_huge_hidden_sizes():
+    fn, scale, base = np.zeros((24, 64), np.float32), np.ones(3, np.float32), np.zeros(24, np.float32)
+    # Finding 2: n*H wrapped to 64 for H = 2^62 + 16 and prepare wrote past its buffer.
+    with pytest.raises(mhc.MhcError, match="H must be in 1..1048576"):
+        mhc.prepare(fn, scale, base, n=4, H=2**62 + 16)
+    # Finding 13: H = 2^63 raised TypeError.
+    with pytest.raises(mhc.MhcError, match="H must be in 1..1048576"):
+        mhc.prepare(fn, scale, base, n=4, H=2**63)
+    with pytest.raises(mhc.MhcError, match="H must be in 1..1048576"):
+        mhc.prepare_head(np.zeros((4, 64), np.float32), np.ones(1, np.float32), np.zeros(4, np.float32),
+                         n=4, H=2**62 + 16)
+
+
+def test_raw_tensor_with_overflowing_shape_is_refused(setup):
+    # Finding 4: a RawTensor claiming 2^61 tokens reached the operator and read out of bounds.
+    from mhc import _mhc
+    res = setup["res"]
+    with pytest.raises(mhc.MhcError, match="overflows int64|expected at most"):
+        raw = _mhc.RawTensor(res.ctypes.data, 0, 1, 0, (2**61, 4, 2**8), (2**10, 2**8, 1), res)
+        mhc.pre(raw, setup["w"], config=setup["config"])
+    with pytest.raises(mhc.MhcError, match="negative extent|extents >= 0"):
+        raw = _mhc.RawTensor(res.ctypes.data, 0, 1, 0, (-3, 4, 8), (32, 8, 1), res)
+        mhc.pre(raw, setup["w"], config=setup["config"])
+
+
+def test_ignored_arguments_are_refused(setup):
+    # Finding 9: pre_mix_in without pre_source="carried" silently ran the normal mode.
+    bad = np.zeros((17, 3), np.float64)
+    with pytest.raises(mhc.MhcError, match="pre_mix_in: expected absent"):
+        mhc.pre(setup["res"], setup["w"], config=setup["config"], pre_source="computed", pre_mix_in=bad)
+
+
+def test_error_location_is_relative_to_the_source_root(setup):
+    # Finding 12: MhcError carried the build machine's absolute path.
+    with pytest.raises(mhc.MhcError) as info:
+        mhc.pre(setup["res"], setup["w"], config=setup["config"], pre_source="carried",
+                pre_mix_in=np.zeros((17, 3), np.float64))
+    assert info.value.file == "src/api/validate.cpp"
+    assert not str(info.value).startswith("/")
