@@ -3,7 +3,7 @@
 # packages and PyPI only. Needs root (or sudo) for apt-get.
 set -euo pipefail
 
-apt_packages=(cmake g++ make libgtest-dev nlohmann-json3-dev python3 python3-pip python3-venv python3-dev)
+apt_packages=(cmake g++ make libgtest-dev nlohmann-json3-dev libcli11-dev clang python3 python3-pip python3-venv python3-dev)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,33 +1,25 @@
-// tools/cli.hpp - the tiny flag parser and the subcommand entry points of the `mhc` command.
+// tools/cli.hpp - the subcommands of the `mhc` command, on CLI11 (Debian: libcli11-dev).
+//
+// Each subcommand registers its options on its CLI::App and returns the action that runs it
+// once the whole command line has parsed. Bad flags or values exit with status 2 (main.cpp),
+// failures of the run itself with 1.
 #pragma once
 
-#include <map>
+#include <CLI/CLI.hpp>
+#include <functional>
 #include <string>
-#include <vector>
 
 namespace mhc::cli {
 
-/// Parsed "--name value" / "--flag" arguments. Unknown flags are an error (see finish()).
-class Args {
- public:
-  Args(int argc, char** argv, int first);
-  bool has(const std::string& name);                       // a bare flag, e.g. --help
-  std::string get(const std::string& name, const std::string& fallback);
-  long long get_int(const std::string& name, long long fallback);
-  /// Throws mhc::Error naming every argument no get()/has() asked for.
-  void finish(const std::string& command) const;
+using Action = std::function<int()>;
 
- private:
-  std::map<std::string, std::string> values_;
-  std::map<std::string, bool> used_;
-  std::vector<std::string> positional_;
-  friend std::vector<std::string> positional(const Args&);
-};
-std::vector<std::string> positional(const Args& a);
+Action setup_run(CLI::App& app);
+Action setup_bench(CLI::App& app);
+Action setup_inspect(CLI::App& app);
+Action setup_variants(CLI::App& app);
 
-int cmd_run(Args& args);
-int cmd_bench(Args& args);
-int cmd_inspect(Args& args);
-int cmd_variants(Args& args);
+/// Accepts only a plain decimal integer ("-12", "40"; not "0x10", "010" read as octal, "1e3",
+/// "" or a number beyond 64 bits, which strtoll would saturate), before CLI11 converts it.
+const CLI::Validator& decimal();
 
 }  // namespace mhc::cli

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "mhc/error.hpp"
@@ -13,10 +14,7 @@ namespace mhc::cli {
 
 namespace {
 
-const char* kBenchHelp =
-    "usage: mhc bench [--ops LIST] [--modes LIST] [--H LIST] [--T LIST] [--out FILE] [--reps N]\n"
-    "                 [--variant ID] [--quick] [more options below]\n"
-    "\n"
+const char* kBenchFooter =
     "Times the mHC operators on a CUDA device with the benchmark protocol of\n"
     "docs/performance-spec.md (how to run it and read the results: docs/performance.md):\n"
     "  1. calibration, in this process: device-to-device copy bandwidth (1 GiB, read + write\n"
@@ -40,74 +38,39 @@ const char* kBenchHelp =
     "streams at least 2x L2 per replay, and rotates over its first `chain` weight sets only,\n"
     "which matters little since fn is then a small part of the traffic.\n"
     "\n"
-    "options:\n"
-    "  --ops LIST      post_pre,pre,pre_broadcast,post,head (default: these), and the stage rows\n"
-    "                  mixes (ideal T*(8H + 4M) + 4MK) and collapse (carried pre, RMSNorm folded:\n"
-    "                  ideal T*(8H + 2H + 4n) + 2H)\n"
-    "  --modes LIST    only these modes (default: every mode of each op):\n"
-    "                    post_pre: normal, normal_fold, shifted, shifted_fold\n"
-    "                    pre, pre_broadcast: normal_fold   post: full   head: learned_fold\n"
-    "                    mixes: plain   collapse: carried_fold\n"
-    "  --H LIST        hidden sizes (default 4096,5120,7168)\n"
-    "  --T LIST        token counts (default 1,2,4,8,16,32,64,128,256,512,1024,2048,4096,8192,\n"
-    "                  16384,65536)\n"
-    "  --quick         a small subset: H 4096, T 1,16,128,1024,16384 (--H/--T still override)\n"
-    "  --out FILE      JSON lines: one \"env\" object (device, L2, SMs, copy bandwidth, graph\n"
-    "                  node cost), then one \"row\" object per measurement\n"
-    "  --reps N        timed replays per row (default 20; the protocol needs >= 20)\n"
-    "  --variant ID    force a variant (as listed by mhc variants); only its op is benched\n"
-    "  --graph-ms X    target duration of one graph replay, caps the chain (default 50)\n"
-    "  --min-sets N    weight sets at least (default 86)\n"
-    "  --act-gib X     memory for the rotating activation slots of one row (default 8; at least\n"
-    "                  2 slots are always used: T=65536, H=7168 needs about 11 GiB)\n"
-    "  --budget-s X    start no new row after X seconds (default 0: no limit); skipped rows\n"
-    "                  are listed at the end\n"
-    "  --slice-tokens N  tokens per slice of the n = 4 plans where a collapse follows the\n"
-    "                  mixes (WorkspaceOptions::n4_slice_tokens, a multiple of 32; default 0:\n"
-    "                  each plan's own default); results do not depend on it\n"
-    "  --device N      CUDA device ordinal (default 0)\n"
-    "  --seed S        seed of the synthetic weights and activations (default 1)\n"
+    "Modes per op (--modes): post_pre: normal, normal_fold, shifted, shifted_fold; pre,\n"
+    "pre_broadcast: normal_fold; post: full; head: learned_fold; mixes: plain; collapse:\n"
+    "carried_fold.\n"
     "\n"
     "Needs the CUDA backend and a CUDA device; fails with an error otherwise.\n";
 
-double get_double(Args& args, const char* name, const char* fallback) {
-  const std::string v = args.get(name, fallback);
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  MHC_CHECK(!v.empty() && end != nullptr && *end == '\0', "--", name, ": expected a number, got '", v, "'");
-  return x;
-}
-
 }  // namespace
 
-int cmd_bench(Args& args) {
-  if (args.has("help")) {
-    std::fputs(kBenchHelp, stdout);
-    return 0;
-  }
+struct BenchArgs {
+  std::string ops = "post_pre,pre,pre_broadcast,post,head", modes, H, T;
+  tools::bench::Options o;
+  long long reps = 20, min_sets = 86, slice_tokens = 0, device = 0;
+  unsigned long long seed = 1;
+  bool ops_given = false;
+};
+
+int cmd_bench(BenchArgs& a) {
   namespace tb = mhc::tools::bench;
-  tb::Options o;
-  o.quick = args.has("quick");
+  tb::Options& o = a.o;
   const std::string default_ops = "post_pre,pre,pre_broadcast,post,head";
-  const std::string default_H = o.quick ? "4096" : "4096,5120,7168";
-  const std::string default_T =
-      o.quick ? "1,16,128,1024,16384" : "1,2,4,8,16,32,64,128,256,512,1024,2048,4096,8192,16384,65536";
-  const bool ops_given = args.has("ops");
-  o.ops = tb::split_list(args.get("ops", default_ops), "ops");
-  if (args.has("modes")) o.modes = tb::split_list(args.get("modes", ""), "modes");
-  o.Hs = tb::split_ints(args.get("H", default_H), "H");
-  o.Ts = tb::split_ints(args.get("T", default_T), "T");
-  o.out = args.get("out", "");
-  o.variant = args.get("variant", "");
-  o.reps = static_cast<int>(args.get_int("reps", 20));
-  o.graph_ms = get_double(args, "graph-ms", "50");
-  o.min_sets = static_cast<int>(args.get_int("min-sets", 86));
-  o.act_gib = get_double(args, "act-gib", "8");
-  o.budget_s = get_double(args, "budget-s", "0");
-  o.slice_tokens = args.get_int("slice-tokens", 0);
-  o.device = static_cast<int>(args.get_int("device", 0));
-  o.seed = static_cast<uint64_t>(args.get_int("seed", 1));
-  args.finish("bench");
+  const bool ops_given = a.ops_given;
+  o.ops = tb::split_list(a.ops, "ops");
+  if (!a.modes.empty()) o.modes = tb::split_list(a.modes, "modes");
+  o.Hs = tb::split_ints(a.H.empty() ? (o.quick ? "4096" : "4096,5120,7168") : a.H, "H");
+  o.Ts = tb::split_ints(a.T.empty() ? (o.quick ? "1,16,128,1024,16384"
+                                               : "1,2,4,8,16,32,64,128,256,512,1024,2048,4096,8192,16384,65536")
+                                    : a.T,
+                        "T");
+  o.reps = static_cast<int>(a.reps);
+  o.min_sets = static_cast<int>(a.min_sets);
+  o.slice_tokens = a.slice_tokens;
+  o.device = static_cast<int>(a.device);
+  o.seed = static_cast<uint64_t>(a.seed);
 
   MHC_CHECK(o.reps >= 1 && o.reps <= 100000, "--reps: expected 1..100000, got ", o.reps);
   MHC_CHECK(o.graph_ms > 0, "--graph-ms: expected > 0, got ", o.graph_ms);
@@ -140,6 +103,55 @@ int cmd_bench(Args& args) {
     std::fprintf(stderr, "mhc bench: warning: --reps %d is below the protocol's 20 replays\n", o.reps);
   }
   return tb::run_gpu(o);
+}
+
+Action setup_bench(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  tools::bench::Options& o = a->o;
+  app.footer(kBenchFooter);
+  CLI::Option* ops = app.add_option("--ops", a->ops,
+                                    "post_pre,pre,pre_broadcast,post,head (default: these), and the stage rows mixes "
+                                    "(ideal T*(8H + 4M) + 4MK) and collapse (carried pre, RMSNorm folded: ideal "
+                                    "T*(8H + 2H + 4n) + 2H)")
+                         ->type_name("LIST");
+  app.add_option("--modes", a->modes, "only these modes (default: every mode of each op; listed below)")
+      ->type_name("LIST");
+  app.add_option("--H", a->H, "hidden sizes (default 4096,5120,7168)")->type_name("LIST");
+  app.add_option("--T", a->T, "token counts (default 1,2,4,8,16,32,64,128,256,512,1024,2048,4096,8192,16384,65536)")
+      ->type_name("LIST");
+  app.add_flag("--quick", o.quick, "a small subset: H 4096, T 1,16,128,1024,16384 (--H/--T still override)");
+  app.add_option("--out", o.out,
+                 "JSON lines: one \"env\" object (device, L2, SMs, copy bandwidth, graph node cost), then one "
+                 "\"row\" object per measurement")
+      ->type_name("FILE");
+  app.add_option("--reps", a->reps, "timed replays per row (default 20; the protocol needs >= 20)")
+      ->type_name("N")->transform(decimal())->check(CLI::Range(1LL, 100000LL));
+  app.add_option("--variant", o.variant, "force a variant (as listed by mhc variants); only its op is benched")
+      ->type_name("ID");
+  app.add_option("--graph-ms", o.graph_ms, "target duration of one graph replay, caps the chain (default 50)")
+      ->type_name("X")->check(CLI::PositiveNumber);
+  app.add_option("--min-sets", a->min_sets, "weight sets at least (default 86)")
+      ->type_name("N")->transform(decimal())->check(CLI::Range(1LL, 100000LL));
+  app.add_option("--act-gib", o.act_gib,
+                 "memory for the rotating activation slots of one row (default 8; at least 2 slots are always "
+                 "used: T=65536, H=7168 needs about 11 GiB)")
+      ->type_name("X")->check(CLI::PositiveNumber);
+  app.add_option("--budget-s", o.budget_s,
+                 "start no new row after X seconds (default 0: no limit); skipped rows are listed at the end")
+      ->type_name("X")->check(CLI::NonNegativeNumber);
+  app.add_option("--slice-tokens", a->slice_tokens,
+                 "tokens per slice of the n = 4 plans where a collapse follows the mixes "
+                 "(WorkspaceOptions::n4_slice_tokens, a multiple of 32; default 0: each plan's own default); "
+                 "results do not depend on it")
+      ->type_name("N")->transform(decimal())->check(CLI::Range(0LL, 1LL << 30));
+  app.add_option("--device", a->device, "CUDA device ordinal (default 0)")
+      ->type_name("N")->transform(decimal())->check(CLI::Range(0LL, 1024LL));
+  app.add_option("--seed", a->seed, "seed of the synthetic weights and activations (default 1)")
+      ->type_name("S")->transform(decimal());
+  return [a, ops] {
+    a->ops_given = ops->count() > 0;
+    return cmd_bench(*a);
+  };
 }
 
 }  // namespace mhc::cli

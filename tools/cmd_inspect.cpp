@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "mhc/checkpoint.hpp"
@@ -16,34 +17,19 @@ namespace mhc::cli {
 
 namespace {
 
-const char* kInspectHelp =
-    "usage: mhc inspect PATH [--model NAME] [--values]\n"
-    "       mhc inspect --write-example-checkpoint DIR [--model NAME] [--hidden H] [--layers N]\n"
-    "                   [--scheme deepseek|hf] [--shards N] [--fn-dtype F32|BF16] [--mtp N] [--seed S]\n"
-    "\n"
-    "Lists the mHC tensors of a checkpoint (PATH: a directory with config.json and\n"
-    "model.safetensors or model.safetensors.index.json + shards; or the index / .safetensors\n"
+const char* kInspectFooter =
+    "mhc inspect PATH lists the mHC tensors of a checkpoint (PATH: a directory with config.json\n"
+    "and model.safetensors or model.safetensors.index.json + shards; or the index / .safetensors\n"
     "file itself) per layer, with dtype, shape and file, and checks them against config.json:\n"
     "fn [M, K], scale [3], base [M], RMSNorm weights [H], learned head fn [n, K], scale [1],\n"
     "base [n], with M = (n+2)*n and K = n*H. MTP blocks (mtp.{i}.*) are listed when present.\n"
     "Exits with status 1 when anything is missing, mistyped or misshapen, or the files are\n"
-    "damaged. docs/checkpoints.md describes the names, the model_type mapping and the dtypes.\n"
+    "damaged (2 for a bad command line). docs/checkpoints.md describes the names, the\n"
+    "model_type mapping and the dtypes; docs/spec.md section 7 the limits (JSON nesting <= 64,\n"
+    "header <= 100 MiB, no duplicate keys, regular files only).\n"
     "\n"
-    "options:\n"
-    "  --model NAME   force a preset's mode and head (and its defaults for missing scalars)\n"
-    "                 instead of mapping config.json's model_type\n"
-    "  --values       also read every listed tensor and report non-finite values (and min/max)\n"
-    "\n"
-    "--write-example-checkpoint DIR writes seeded synthetic weights (as mhc run uses) as a\n"
-    "checkpoint into DIR, then inspects it:\n"
-    "  --model NAME   preset for n, eps, mode and head (default deepseek-v4-flash)\n"
-    "  --hidden H     hidden size (default 64)\n"
-    "  --layers N     layers (default 2)\n"
-    "  --scheme S     deepseek (default) or hf tensor names\n"
-    "  --shards N     1 (default): model.safetensors; more: an index and N shards\n"
-    "  --fn-dtype D   storage of fn/scale/base: F32 (default) or BF16\n"
-    "  --mtp N        MTP blocks to add (default 1)\n"
-    "  --seed S       seed of the weights (default 1)\n";
+    "mhc inspect --write-example-checkpoint DIR writes seeded synthetic weights (as mhc run uses)\n"
+    "as a checkpoint into DIR, then inspects it.\n";
 
 std::string file_label(const std::string& file, const std::string& dir) {
   std::error_code ec;
@@ -163,53 +149,69 @@ int inspect(const std::string& path, const std::string& force, bool values) {
 
 }  // namespace
 
-int cmd_inspect(Args& args) {
-  if (args.has("help")) {
-    std::fputs(kInspectHelp, stdout);
-    return 0;
+struct InspectOptions {
+  std::string path, model, example_dir, scheme = "deepseek", fn_dtype = "F32";
+  bool values = false;
+  long long hidden = 64, layers = 2, shards = 1, mtp = 1;
+  unsigned long long seed = 1;
+};
+
+int cmd_inspect(const InspectOptions& o) {
+  if (o.example_dir.empty()) {
+    MHC_CHECK(!o.path.empty(), "usage: mhc inspect PATH (see mhc inspect --help)");
+    return inspect(o.path, o.model, o.values);
   }
-  const std::string force = args.get("model", "");
-  // The flag parser gives a bare flag the next word as its value: `--values PATH` is a flag
-  // followed by the path.
-  std::string values_word = args.get("values", "");
-  const bool values = !values_word.empty();
-  if (values_word == "1") values_word.clear();
-  const std::string example_dir = args.get("write-example-checkpoint", "");
-  if (!example_dir.empty()) {
-    const long long hidden = args.get_int("hidden", 64);
-    const long long layers = args.get_int("layers", 2);
-    const long long shards = args.get_int("shards", 1);
-    const long long mtp = args.get_int("mtp", 1);
-    const long long seed = args.get_int("seed", 1);
-    const std::string scheme = args.get("scheme", "deepseek");
-    const std::string fn_dtype = args.get("fn-dtype", "F32");
-    args.finish("inspect");
-    MHC_CHECK(positional(args).empty() && values_word.empty(), "mhc inspect --write-example-checkpoint takes no PATH");
-    MHC_CHECK(hidden >= 1 && hidden <= (1 << 16), "--hidden: expected 1..65536, got ", hidden);
-    MHC_CHECK(layers >= 1 && layers <= 1000, "--layers: expected 1..1000, got ", layers);
-    MHC_CHECK(shards >= 1 && shards <= 1000, "--shards: expected 1..1000, got ", shards);
-    MHC_CHECK(mtp >= 0 && mtp <= 8, "--mtp: expected 0..8, got ", mtp);
-    MHC_CHECK(scheme == "deepseek" || scheme == "hf", "--scheme: expected deepseek or hf, got '", scheme, "'");
-    MHC_CHECK(fn_dtype == "F32" || fn_dtype == "BF16", "--fn-dtype: expected F32 or BF16, got '", fn_dtype, "'");
-    ModelPreset preset = model_preset(force.empty() ? "deepseek-v4-flash" : force);
-    preset.config.H = hidden;
-    const tools::HostModel model =
-        tools::synthetic_model(preset, static_cast<int32_t>(layers), static_cast<uint64_t>(seed));
-    tools::WriteOptions options;
-    options.scheme = scheme == "hf" ? NamingScheme::kHuggingFace : NamingScheme::kDeepSeek;
-    options.shards = static_cast<int32_t>(shards);
-    options.fn_dtype = fn_dtype;
-    options.mtp = static_cast<int32_t>(mtp);
-    tools::write_checkpoint(example_dir, model, options);
-    std::printf("wrote an example checkpoint of %s (H=%lld, %lld layers, seed %lld) to %s\n\n", preset.name.c_str(),
-                hidden, layers, seed, example_dir.c_str());
-    return inspect(example_dir, "", values);
-  }
-  args.finish("inspect");
-  std::vector<std::string> paths = positional(args);
-  if (!values_word.empty()) paths.insert(paths.begin(), values_word);
-  MHC_CHECK(paths.size() == 1, "usage: mhc inspect PATH (see mhc inspect --help); got ", paths.size(), " paths");
-  return inspect(paths.front(), force, values);
+  MHC_CHECK(o.path.empty(), "mhc inspect --write-example-checkpoint takes no PATH");
+  ModelPreset preset = model_preset(o.model.empty() ? "deepseek-v4-flash" : o.model);
+  preset.config.H = o.hidden;
+  const tools::HostModel model =
+      tools::synthetic_model(preset, static_cast<int32_t>(o.layers), static_cast<uint64_t>(o.seed));
+  tools::WriteOptions options;
+  options.scheme = o.scheme == "hf" ? NamingScheme::kHuggingFace : NamingScheme::kDeepSeek;
+  options.shards = static_cast<int32_t>(o.shards);
+  options.fn_dtype = o.fn_dtype;
+  options.mtp = static_cast<int32_t>(o.mtp);
+  tools::write_checkpoint(o.example_dir, model, options);
+  std::printf("wrote an example checkpoint of %s (H=%lld, %lld layers, seed %llu) to %s\n\n", preset.name.c_str(),
+              o.hidden, o.layers, o.seed, o.example_dir.c_str());
+  return inspect(o.example_dir, "", o.values);
+}
+
+Action setup_inspect(CLI::App& app) {
+  auto o = std::make_shared<InspectOptions>();
+  app.footer(kInspectFooter);
+  app.add_option("PATH", o->path, "checkpoint directory, index or .safetensors file");
+  app.add_option("--model", o->model,
+                 "force a preset's mode and head (and its defaults for missing scalars) instead of mapping "
+                 "config.json's model_type; with --write-example-checkpoint: the preset for n, eps, mode and head "
+                 "(default deepseek-v4-flash)")
+      ->type_name("NAME");
+  app.add_flag("--values", o->values, "also read every listed tensor and report non-finite values (and min/max)");
+  CLI::Option* dir = app.add_option("--write-example-checkpoint", o->example_dir,
+                                    "write a small synthetic checkpoint into DIR, then inspect it")
+                         ->type_name("DIR");
+  auto needs_dir = [&](CLI::Option* opt) { opt->needs(dir); };
+  needs_dir(app.add_option("--hidden", o->hidden, "example: hidden size (default 64)")
+                ->type_name("H")->transform(decimal())->check(CLI::Range(1LL, 65536LL)));
+  needs_dir(app.add_option("--layers", o->layers, "example: layers (default 2)")
+                ->type_name("N")->transform(decimal())->check(CLI::Range(1LL, static_cast<long long>(kMaxLayers))));
+  needs_dir(app.add_option("--scheme", o->scheme, "example: deepseek (default) or hf tensor names")
+                ->type_name("S")->check(CLI::IsMember({"deepseek", "hf"})));
+  needs_dir(app.add_option("--shards", o->shards, "example: 1 (default): model.safetensors; more: an index and N shards")
+                ->type_name("N")->transform(decimal())->check(CLI::Range(1LL, 1000LL)));
+  needs_dir(app.add_option("--fn-dtype", o->fn_dtype, "example: storage of fn/scale/base: F32 (default) or BF16")
+                ->type_name("D")->check(CLI::IsMember({"F32", "BF16"})));
+  needs_dir(app.add_option("--mtp", o->mtp, "example: MTP blocks to add (default 1)")
+                ->type_name("N")->transform(decimal())->check(CLI::Range(0LL, 8LL)));
+  needs_dir(app.add_option("--seed", o->seed, "example: seed of the weights (default 1)")
+                ->type_name("S")->transform(decimal()));
+  app.parse_complete_callback([o] {
+    if (o->example_dir.empty() && o->path.empty()) throw CLI::RequiredError("PATH (or --write-example-checkpoint DIR)");
+    if (!o->example_dir.empty() && !o->path.empty()) {
+      throw CLI::ValidationError("PATH", "--write-example-checkpoint takes no PATH, got '" + o->path + "'");
+    }
+  });
+  return [o] { return cmd_inspect(*o); };
 }
 
 }  // namespace mhc::cli

@@ -2,6 +2,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <memory>
+#include <new>
 #include <vector>
 #include <string>
 
@@ -16,10 +19,7 @@ namespace mhc::cli {
 
 namespace {
 
-const char* kRunHelp =
-    "usage: mhc run [--model NAME] [--checkpoint PATH] [--layers N] [--tokens T] [--device cpu|cuda] [--seed S]\n"
-    "               [--family F] [--graph-step T1,T2,...]\n"
-    "\n"
+const char* kRunFooter =
     "Runs the mHC residual path of a model (spec section 5): the first-layer broadcast pre,\n"
     "a post_pre boundary around every sublayer, the final post and the head, in the model's\n"
     "mode (normal for DeepSeek-V4 and GLM-5-Next, shifted for DeepSeek-V4.1).\n"
@@ -30,30 +30,17 @@ const char* kRunHelp =
     "    layer_output[t,h] = bf16(0.5 * sin(1.5 * layer_input[t,h] + 0.1 * (s mod 7)))\n"
     "where s counts sublayers from 0.\n"
     "\n"
-    "options:\n"
-    "  --model NAME    deepseek-v4-flash (default), deepseek-v4-pro, deepseek-v4.1-flash, glm-5-next\n"
-    "  --checkpoint P  use the mHC weights of a real checkpoint (directory with config.json and\n"
-    "                  safetensors; see docs/checkpoints.md) instead of synthetic ones; n, H, eps,\n"
-    "                  mode and head come from its config.json (--model forces a preset's mode\n"
-    "                  and head for an unknown model_type). The embedding stays synthetic.\n"
-    "  --layers N      transformer layers to run (default 4; each has 2 boundaries; with\n"
-    "                  --checkpoint: all of the checkpoint's layers, or at most N)\n"
-    "  --tokens T      tokens in the batch (default 16)\n"
-    "  --device D      cpu or cuda (default: cuda when a GPU is present, else cpu)\n"
-    "  --seed S        seed of the synthetic weights and embedding (default 1)\n"
-    "  --family F      force every operator's variant <op>.F (e.g. cuda_generic, cuda_n4, cpu_ref;\n"
-    "                  `mhc variants` lists them); default: the dispatcher's choice\n"
-    "  --graph-step L  CUDA only: instead of the checked run, time the mHC path of one decode step\n"
-    "                  of the model (--layers, default all of the preset's layers; sublayers left\n"
-    "                  out) captured in one CUDA graph, for each token count in L (e.g. 1,4,16):\n"
-    "                  median of 50 replays, per step and per boundary; one JSON line per T\n"
-    "\n"
     "With --device cuda the same run is repeated on the CPU reference backend and the final\n"
     "outputs are compared: every element within 2 bf16 ulps of max(|reference|, reference rms)\n"
     "and >= 90% bit-equal after the whole chain (each operator's own contract, 1 ulp and\n"
     ">= 99.9% bit-equal, is checked per operator by the GPU test suite); a mismatch exits 3.\n"
     "Prints what ran, the time per operator (synchronous, host clock: use `mhc bench` for\n"
-    "kernel timings) and a checksum of the final output.\n";
+    "kernel timings) and a checksum of the final output.\n"
+    "\n"
+    "Limits (docs/spec.md section 7): --tokens up to 2^40, and T*n*H*2 bytes per residual must\n"
+    "fit in 64 bits and in memory; --layers up to 1024. A checkpoint file truncated while it is\n"
+    "being read gives an error naming it (the files are read, not mapped).\n"
+    "Exit status: 0 success, 1 failure, 2 bad command line, 3 GPU/CPU mismatch.\n";
 
 // `--graph-step`: the whole-model decode figure (tools/decode_step.cpp).
 int run_graph_step(const std::string& model_name, long long layers, long long seed, const std::string& list) {
@@ -100,27 +87,24 @@ int run_graph_step(const std::string& model_name, long long layers, long long se
 
 }  // namespace
 
-int cmd_run(Args& args) {
-  if (args.has("help")) {
-    std::fputs(kRunHelp, stdout);
-    return 0;
-  }
-  const std::string checkpoint = args.get("checkpoint", "");
-  const std::string model_arg = args.get("model", "");
+struct RunOptions {
+  std::string checkpoint, model, device, family, graph_step;
+  long long layers = 4, tokens = 16;
+  unsigned long long seed = 1;
+  bool layers_given = false;
+};
+
+int cmd_run(const RunOptions& o) {
+  const std::string& checkpoint = o.checkpoint;
+  const std::string& model_arg = o.model;
   const std::string model_name = model_arg.empty() ? "deepseek-v4-flash" : model_arg;
-  const bool layers_given = !args.get("layers", "").empty();
-  long long layers = args.get_int("layers", 4);
-  const long long tokens = args.get_int("tokens", 16);
-  const long long seed = args.get_int("seed", 1);
-  const std::string device_arg = args.get("device", cuda_available() ? "cuda" : "cpu");
-  const std::string family = args.get("family", "");
-  const std::string graph_step = args.get("graph-step", "");
-  args.finish("run");
-  if (!graph_step.empty()) return run_graph_step(model_name, layers_given ? layers : -1, seed, graph_step);
-  MHC_CHECK(layers >= 1 && layers <= 1000, "--layers: expected 1..1000, got ", layers);
-  MHC_CHECK(tokens >= 0, "--tokens: expected >= 0, got ", tokens);
-  MHC_CHECK(device_arg == "cpu" || device_arg == "cuda", "--device: expected cpu or cuda, got '",
-            device_arg, "'");
+  const bool layers_given = o.layers_given;
+  long long layers = o.layers;
+  const long long tokens = o.tokens;
+  const long long seed = static_cast<long long>(o.seed);
+  const std::string device_arg = o.device.empty() ? (cuda_available() ? "cuda" : "cpu") : o.device;
+  const std::string& family = o.family;
+  if (!o.graph_step.empty()) return run_graph_step(model_name, layers_given ? layers : -1, seed, o.graph_step);
   const Device device{device_arg == "cuda" ? DeviceType::kCUDA : DeviceType::kCPU, 0};
   MHC_CHECK(device.type == DeviceType::kCPU || cuda_available(),
             "--device cuda: no CUDA device is visible, or this build has no CUDA backend");
@@ -140,8 +124,17 @@ int cmd_run(Args& args) {
     model = std::move(loaded.model);
     layers = model.layers;
   }
+  // The largest buffer of the run is one residual, T*n*H bf16 values.
+  const int64_t residual_bytes = checked_mul(checked_mul(tokens, model.config.K(), "--tokens * n*H"), 2,
+                                             "--tokens * n*H * 2 bytes");
   tools::Rng rng(static_cast<uint64_t>(seed) * 7919u + 17u);
-  const std::vector<uint16_t> embedding = tools::random_bf16(static_cast<size_t>(tokens * model.config.H), rng);
+  std::vector<uint16_t> embedding;
+  tools::RunResult r;
+  try {
+    embedding = tools::random_bf16(static_cast<size_t>(tokens * model.config.H), rng);
+  } catch (const std::bad_alloc&) {
+    MHC_FAIL("--tokens ", tokens, ": not enough memory (one residual alone is ", residual_bytes, " bytes)");
+  }
 
   const Config& c = model.config;
   std::printf("mhc run: model %s (n=%d, H=%lld, mode %s, head %s), %lld layers (%lld boundaries), "
@@ -152,7 +145,11 @@ int cmd_run(Args& args) {
               c.norm_eps, c.pre_eps, c.sinkhorn_eps, c.sinkhorn_iters, c.post_scale, c.rmsnorm_eps);
   std::printf("  stand-in sublayer: bf16(0.5*sin(1.5*x + 0.1*(s mod 7))) (see mhc run --help)\n\n");
 
-  const tools::RunResult r = tools::run_model(model, embedding, tokens, device, family);
+  try {
+    r = tools::run_model(model, embedding, tokens, device, family);
+  } catch (const std::bad_alloc&) {
+    MHC_FAIL("--tokens ", tokens, ": not enough memory (one residual alone is ", residual_bytes, " bytes)");
+  }
   std::printf("  %-14s %6s %12s %12s  %s\n", "operator", "calls", "total us", "us/call", "variant");
   for (const auto& kv : r.op_us) {
     const int calls = r.op_calls.at(kv.first);
@@ -197,6 +194,51 @@ int cmd_run(Args& args) {
     if (!ok) return 3;
   }
   return 0;
+}
+
+Action setup_run(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  app.footer(kRunFooter);
+  app.add_option("--model", o->model,
+                 "deepseek-v4-flash (default), deepseek-v4-pro, deepseek-v4.1-flash, glm-5-next; with --checkpoint: "
+                 "force a preset's mode and head for an unknown model_type")
+      ->type_name("NAME");
+  app.add_option("--checkpoint", o->checkpoint,
+                 "use the mHC weights of a real checkpoint (directory with config.json and safetensors; see "
+                 "docs/checkpoints.md) instead of synthetic ones; n, H, eps, mode and head come from its "
+                 "config.json. The embedding stays synthetic.")
+      ->type_name("PATH");
+  CLI::Option* layers = app.add_option("--layers", o->layers,
+                                       "transformer layers to run (default 4; each has 2 boundaries; with "
+                                       "--checkpoint: all of the checkpoint's layers, or at most N)")
+                            ->type_name("N")
+                            ->transform(decimal())
+                            ->check(CLI::Range(1LL, static_cast<long long>(kMaxLayers)));
+  app.add_option("--tokens", o->tokens, "tokens in the batch (default 16, at most 2^40)")
+      ->type_name("T")
+      ->transform(decimal())
+      ->check(CLI::Range(0LL, static_cast<long long>(kMaxTokens)));
+  app.add_option("--device", o->device, "cpu or cuda (default: cuda when a GPU is present, else cpu)")
+      ->type_name("D")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--seed", o->seed, "seed of the synthetic weights and embedding (default 1)")
+      ->type_name("S")
+      ->transform(decimal())
+      ->check(CLI::Range(0ULL, static_cast<unsigned long long>(std::numeric_limits<long long>::max())));
+  app.add_option("--family", o->family,
+                 "force every operator's variant <op>.F (e.g. cuda_generic, cuda_n4, cpu_ref; `mhc variants` lists "
+                 "them); default: the dispatcher's choice")
+      ->type_name("F");
+  app.add_option("--graph-step", o->graph_step,
+                 "CUDA only: instead of the checked run, time the mHC path of one decode step of the model "
+                 "(--layers, default all of the preset's layers; sublayers left out) captured in one CUDA graph, "
+                 "for each token count in L (e.g. 1,4,16): median of 50 replays, per step and per boundary; one "
+                 "JSON line per T")
+      ->type_name("L");
+  return [o, layers] {
+    o->layers_given = layers->count() > 0;
+    return cmd_run(*o);
+  };
 }
 
 }  // namespace mhc::cli

@@ -1,97 +1,83 @@
 // tools/main.cpp - the `mhc` command: run, bench, inspect, variants.
+#include <cerrno>
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <exception>
+#include <new>
+#include <string>
 
 #include "mhc/error.hpp"
+#include "mhc/mhc.hpp"
 #include "tools/cli.hpp"
 
 namespace mhc::cli {
 
-Args::Args(int argc, char** argv, int first) {
-  for (int i = first; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) == 0) {
-      std::string name = a.substr(2), value = "1";
-      const size_t eq = name.find('=');
-      if (eq != std::string::npos) {
-        value = name.substr(eq + 1);
-        name = name.substr(0, eq);
-      } else if (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0 && name != "help") {
-        value = argv[++i];
-      }
-      values_[name] = value;
-    } else {
-      positional_.push_back(a);
-    }
-  }
+const CLI::Validator& decimal() {
+  static const CLI::Validator v(
+      [](std::string& text) -> std::string {
+        const size_t digits = !text.empty() && text[0] == '-' ? 1 : 0;
+        bool ok = text.size() > digits && text.find_first_not_of("0123456789", digits) == std::string::npos;
+        // CLI11 converts with base 0: drop leading zeros so that "010" is ten, not octal eight.
+        while (ok && text.size() > digits + 1 && text[digits] == '0') text.erase(digits, 1);
+        if (ok) {
+          errno = 0;
+          char* end = nullptr;
+          if (digits) {
+            (void)std::strtoll(text.c_str(), &end, 10);
+          } else {
+            (void)std::strtoull(text.c_str(), &end, 10);
+          }
+          ok = errno == 0;
+        }
+        return ok ? std::string() : "expected a decimal integer of at most 64 bits, got '" + text + "'";
+      },
+      "");
+  return v;
 }
-
-bool Args::has(const std::string& name) {
-  used_[name] = true;
-  return values_.count(name) != 0;
-}
-
-std::string Args::get(const std::string& name, const std::string& fallback) {
-  used_[name] = true;
-  auto it = values_.find(name);
-  return it == values_.end() ? fallback : it->second;
-}
-
-long long Args::get_int(const std::string& name, long long fallback) {
-  const std::string v = get(name, "");
-  if (v.empty()) return fallback;
-  char* end = nullptr;
-  const long long x = std::strtoll(v.c_str(), &end, 10);
-  MHC_CHECK(end != nullptr && *end == '\0', "--", name, ": expected an integer, got '", v, "'");
-  return x;
-}
-
-void Args::finish(const std::string& command) const {
-  for (const auto& kv : values_) {
-    MHC_CHECK(used_.count(kv.first) != 0, "mhc ", command, ": unknown option --", kv.first,
-              " (see mhc ", command, " --help)");
-  }
-}
-
-std::vector<std::string> positional(const Args& a) { return a.positional_; }
 
 }  // namespace mhc::cli
 
-namespace {
-
-const char* kUsage =
-    "mhc - manifold-constrained hyper-connection operators for inference\n"
-    "\n"
-    "usage: mhc <command> [options]\n"
-    "\n"
-    "commands:\n"
-    "  run       run the mHC residual path of a model (default: DeepSeek-V4-Flash, synthetic weights)\n"
-    "  bench     time every operator with the benchmark protocol (docs/performance-spec.md)\n"
-    "  inspect   list and check the mHC tensors of a checkpoint\n"
-    "  variants  list the kernel variants compiled into this build\n"
-    "\n"
-    "mhc <command> --help shows each command's options.\n";
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
-      std::strcmp(argv[1], "help") == 0) {
-    std::fputs(kUsage, stdout);
-    return argc < 2 ? 1 : 0;
+  CLI::App app("mhc - manifold-constrained hyper-connection operators for inference", "mhc");
+  app.set_version_flag("--version", std::string("mhc ") + mhc::version(), "print the version and exit");
+  app.require_subcommand(1, 1);
+  app.footer("mhc COMMAND --help shows each command's options. Exit status: 0 success, 1 failure, 2 bad\n"
+             "command line.");
+  mhc::cli::Action action;
+  auto add = [&](const char* name, const char* what, mhc::cli::Action (*setup)(CLI::App&)) {
+    CLI::App* sub = app.add_subcommand(name, what);
+    sub->set_version_flag("--version", std::string("mhc ") + mhc::version(), "print the version and exit");
+    mhc::cli::Action a = setup(*sub);
+    sub->final_callback([&action, a] { action = a; });
+  };
+  add("run", "run the mHC residual path of a model (default: DeepSeek-V4-Flash, synthetic weights)",
+      mhc::cli::setup_run);
+  add("bench", "time every operator with the benchmark protocol (docs/performance-spec.md)", mhc::cli::setup_bench);
+  add("inspect", "list and check the mHC tensors of a checkpoint", mhc::cli::setup_inspect);
+  add("variants", "list the kernel variants compiled into this build", mhc::cli::setup_variants);
+
+  std::string command = "mhc";
+  for (int i = 1; i < argc; ++i) {
+    if (argv[i][0] != '-') {
+      command += std::string(" ") + argv[i];
+      break;
+    }
   }
-  const std::string command = argv[1];
   try {
-    mhc::cli::Args args(argc, argv, 2);
-    if (command == "run") return mhc::cli::cmd_run(args);
-    if (command == "bench") return mhc::cli::cmd_bench(args);
-    if (command == "inspect") return mhc::cli::cmd_inspect(args);
-    if (command == "variants") return mhc::cli::cmd_variants(args);
-    std::fprintf(stderr, "mhc: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, -h, --version
+    std::fprintf(stderr, "%s: error: %s\n(see %s --help)\n", command.c_str(), e.what(), command.c_str());
     return 2;
+  }
+  try {
+    return action ? action() : 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: error: out of memory (the sizes asked for do not fit in this machine)\n",
+                 command.c_str());
+    return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "mhc %s: error: %s\n", command.c_str(), e.what());
+    std::fprintf(stderr, "%s: error: %s\n", command.c_str(), e.what());
     return 1;
   }
 }
