@@ -1,14 +1,58 @@
 #!/usr/bin/env bash
-# Builds and installs the Python package into a private virtual environment, then runs the
-# Python tests (pytest). CPU-only build by default: the Python tests exercise the CUDA path
-# only where a GPU exists, and CI has none (MHC_PY_CUDA=ON builds the CUDA backend too).
+# Builds the Python wheel once, then:
+#   1. installs it into a fresh virtual environment with only its required dependencies (numpy)
+#      and pytest, checks `import mhc`, `mhc --version` (the console script) and runs the suite
+#      there (tests needing ml_dtypes or torch skip by name);
+#   2. installs it with the test extras and torch (PyPI) into the test environment and runs the
+#      suite again: the torch tests run (MHC_REQUIRE_TORCH=1 makes a missing torch an error).
+# CPU-only build by default: the Python tests exercise the CUDA path only where a GPU exists,
+# and CI has none (MHC_PY_CUDA=ON builds the CUDA backend too). MHC_PY_TORCH=0 skips installing
+# torch. pytest's JUnit reports go to build-test/pytest-*.xml (scripts/test.sh counts them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv="${MHC_VENV:-build-test/venv}"
+out=build-test
+venv="${MHC_VENV:-$out/venv}"
+root="$PWD"
+pipq=(-m pip install -q --disable-pip-version-check)
+mkdir -p "$out"
+
+# The wheel, built once (its CMake build in build-test/py is kept for the next run).
+t0=$(date +%s)
+python3 -m venv "$out/venv-build"
+"$out/venv-build/bin/python" "${pipq[@]}" --upgrade pip
+rm -rf "$out/wheel"
+"$out/venv-build/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps -w "$out/wheel" \
+  -C cmake.define.MHC_ENABLE_CUDA="${MHC_PY_CUDA:-OFF}" -C build-dir="$out/py" . > "$out/wheel.log" 2>&1 \
+  || { tail -40 "$out/wheel.log"; exit 1; }
+wheel="$(ls "$out"/wheel/mhc-*.whl)"
+echo "test_python: built $(basename "$wheel") in $(( $(date +%s) - t0 )) s"
+
+# 1. A fresh environment: the wheel and its required dependencies only, plus pytest.
+fresh="$out/venv-fresh"
+rm -rf "$fresh"
+python3 -m venv "$fresh"
+"$fresh/bin/python" "${pipq[@]}" "$wheel" pytest
+(cd /tmp && "$root/$fresh/bin/python" -c "import mhc, sys; print('test_python: fresh venv imports mhc', mhc.__version__, 'from', mhc.__file__)")
+cli_version="$("$fresh/bin/mhc" --version 2>&1 || true)"
+py_version="$("$fresh/bin/python" -c "import mhc; print(mhc.__version__)")"
+echo "test_python: mhc --version: $cli_version; mhc.__version__: $py_version"
+case "$cli_version" in *"$py_version"*) ;; *) echo "test_python: mhc --version does not report $py_version"; exit 1 ;; esac
+rc=0
+(cd tests/python && MHC_REQUIRE_TORCH=0 "../../$fresh/bin/python" -m pytest -q -p no:cacheprovider \
+  --junitxml="../../$out/pytest-minimal.xml" .) || rc=1
+
+# 2. The test environment: test extras (ml_dtypes) and torch.
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
-"$venv/bin/python" -m pip install -q --disable-pip-version-check \
-  -C cmake.define.MHC_ENABLE_CUDA="${MHC_PY_CUDA:-OFF}" -C build-dir=build-test/py ".[test]"
-cd tests/python && "../../$venv/bin/python" -m pytest -q -p no:cacheprovider .
+"$venv/bin/python" "${pipq[@]}" --upgrade pip
+"$venv/bin/python" "${pipq[@]}" --force-reinstall --no-deps "$wheel"
+"$venv/bin/python" "${pipq[@]}" "$wheel[test]"
+if [ "${MHC_PY_TORCH:-1}" = 1 ] && ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
+  t0=$(date +%s)
+  # PyPI's Linux wheel (it brings the CUDA libraries: about 5 GB installed, 1.5 min here).
+  "$venv/bin/python" "${pipq[@]}" torch
+  echo "test_python: installed torch $("$venv/bin/python" -c "import torch; print(torch.__version__)") in $(( $(date +%s) - t0 )) s"
+fi
+(cd tests/python && "../../$venv/bin/python" -m pytest -q -p no:cacheprovider --junitxml="../../$out/pytest.xml" .) || rc=1
+exit $rc

@@ -14,6 +14,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 import mhc  # noqa: E402
 import mhc_reference as ref  # noqa: E402
 
+# Optional dependencies (ml_dtypes, torch, cupy) skip the tests that need them, by name. In CI
+# (MHC_REQUIRE_TORCH=1, set by .ci/run) a missing torch is an error instead of skipped torch tests.
+if os.environ.get("MHC_REQUIRE_TORCH") == "1":
+    import torch  # noqa: E402,F401
+
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
@@ -76,6 +81,14 @@ def assert_mix_close(actual, expected, what=""):
 def bf16_values(x):
     """float64 values of a bf16 holder."""
     return ref.bits_to_f64(bf16_bits_of(x))
+
+
+def bf16_slice(x, index):
+    """x[index] of a bf16 holder, as a view of the same kind (ml_dtypes array or mhc.Bf16View,
+    which has no indexing of its own: its .bits are sliced and wrapped again)."""
+    if isinstance(x, mhc.Bf16View):
+        return mhc.bf16_view(np.asarray(x.bits)[index])
+    return x[index]
 
 
 def random_bf16(rng, shape, sigma=1.0):
