@@ -30,6 +30,7 @@ cmake --build "$pkg/build" -j"$jobs" >/dev/null
 "$pkg/build/mhc_consumer"
 rm -f build-test/pytest*.xml
 bash scripts/test_python.sh || rc=1
+bash scripts/sanitize.sh || rc=1  # ASan+UBSan CPU tests, hostile CLI cases, ~1 min of fuzzing per reader
 gpu=()
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then gpu=(--gpu-present); fi
 py=()

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <unistd.h>
 #include <limits>
 #include <memory>
 #include <new>
@@ -127,6 +128,13 @@ int cmd_run(const RunOptions& o) {
   // The largest buffer of the run is one residual, T*n*H bf16 values.
   const int64_t residual_bytes = checked_mul(checked_mul(tokens, model.config.K(), "--tokens * n*H"), 2,
                                              "--tokens * n*H * 2 bytes");
+  // Refused before allocating: an allocation the kernel overcommits would fail later, when
+  // touched (the OOM killer), and one under AddressSanitizer aborts instead of throwing.
+  const int64_t needed = checked_mul(residual_bytes, 3, "--tokens: host memory of the run");
+  const int64_t physical = static_cast<int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGE_SIZE);
+  MHC_CHECK(physical <= 0 || needed <= physical, "--tokens ", tokens, ": not enough memory: the run needs about ",
+            needed, " bytes of host memory (2 residuals of T*n*H bf16 and the [T, H] buffers), this machine has ",
+            physical);
   tools::Rng rng(static_cast<uint64_t>(seed) * 7919u + 17u);
   std::vector<uint16_t> embedding;
   tools::RunResult r;
