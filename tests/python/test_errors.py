@@ -247,7 +247,7 @@ def test_prepare_rejects_huge_hidden_sizes():
 def test_raw_tensor_with_overflowing_shape_is_refused(setup):
     # Finding 4: a RawTensor claiming 2^61 tokens reached the operator and read out of bounds.
     from mhc import _mhc
-    res = setup["res"]
+    res = np.zeros(4 * 8 * 4, np.uint16)  # backing memory only (the views claim far more)
     with pytest.raises(mhc.MhcError, match="overflows int64|expected at most"):
         raw = _mhc.RawTensor(res.ctypes.data, 0, 1, 0, (2**61, 4, 2**8), (2**10, 2**8, 1), res)
         mhc.pre(raw, setup["w"], config=setup["config"])
