@@ -91,6 +91,18 @@ def bf16_slice(x, index):
     return x[index]
 
 
+def bf16_copy(x, writeable=True):
+    """A copy of a bf16 holder, of the same kind (an mhc.Bf16View copies its .bits), optionally
+    read-only."""
+    if isinstance(x, mhc.Bf16View):
+        bits = np.array(x.bits)
+        bits.flags.writeable = writeable
+        return mhc.bf16_view(bits)
+    y = x.copy()
+    y.flags.writeable = writeable
+    return y
+
+
 def random_bf16(rng, shape, sigma=1.0):
     """A random ml_dtypes bf16 array (or Bf16View without ml_dtypes) and its float64 values."""
     v = ref.bf16_round(sigma * rng.standard_normal(shape))

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import mhc
-from conftest import Block, bf16_values, random_bf16
+from conftest import Block, bf16_copy, bf16_slice, bf16_values, random_bf16
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def setup(rng):
 def test_error_class_and_attributes(setup):
     assert issubclass(mhc.MhcError, RuntimeError)
     with pytest.raises(mhc.MhcError) as info:
-        mhc.pre(setup["res"].astype(np.float32), setup["w"], config=setup["config"])
+        mhc.pre(bf16_values(setup["res"]).astype(np.float32), setup["w"], config=setup["config"])
     e = info.value
     assert e.message == "pre: residual: expected dtype bf16, got fp32"
     assert str(e).endswith(e.message) and ":" in str(e)
@@ -84,7 +84,8 @@ def test_wrong_shape_and_rank(setup):
 def test_non_contiguous_inner_dimension_rejected(setup):
     wide, _ = random_bf16(np.random.default_rng(0), (setup["T"], 2 * setup["H"]))
     with pytest.raises(mhc.MhcError, match="layer_output: expected contiguous inner dimensions"):
-        mhc.post(wide[:, ::2], setup["res"], setup["post_mix"], setup["comb"], config=setup["config"])
+        mhc.post(bf16_slice(wide, np.s_[:, ::2]), setup["res"], setup["post_mix"], setup["comb"],
+                 config=setup["config"])
 
 
 def test_read_only_output_rejected(setup):
@@ -95,8 +96,7 @@ def test_read_only_output_rejected(setup):
 
 
 def test_read_only_input_accepted(setup):
-    res = setup["res"].copy()
-    res.flags.writeable = False
+    res = bf16_copy(setup["res"], writeable=False)
     mhc.pre(res, setup["w"], config=setup["config"])
 
 
@@ -113,7 +113,7 @@ def test_nothing_written_when_validation_fails(setup):
 
 
 def test_overlapping_output_rejected(setup):
-    res = setup["res"].copy()
+    res = bf16_copy(setup["res"])
     with pytest.raises(mhc.MhcError, match="residual_out: expected an output that does not overlap"):
         mhc.post(setup["y"], res, setup["post_mix"], setup["comb"], config=setup["config"], residual_out=res)
 
