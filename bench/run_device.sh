@@ -86,6 +86,7 @@ else
   rm -rf "$build"
   gen=()
   command -v ninja >/dev/null && gen=(-G Ninja)
+  [ -d .deps/cli11 ] && gen+=(-DMHC_CLI11_INCLUDE="$PWD/.deps/cli11")  # scripts/prepare_device.sh
   if ! { cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=90a \
            -DCMAKE_CUDA_ARCHITECTURES=90a -DMHC_BUILD_TESTS=OFF -DMHC_BUILD_PYTHON=OFF &&
          cmake --build "$build" -j"$(nproc)" --target mhc_cli; } > "$work/build.log" 2>&1; then

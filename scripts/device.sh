@@ -40,6 +40,7 @@ cat "$OUT/env.txt"
 
 gtest_arg=()
 [ -d .deps/googletest ] && gtest_arg=(-DMHC_GTEST_SOURCE="$PWD/.deps/googletest")
+[ -d .deps/cli11 ] && gtest_arg+=(-DMHC_CLI11_INCLUDE="$PWD/.deps/cli11")
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 t0=$(date +%s)

@@ -6,7 +6,7 @@ export OUT=${OUT:-/tmp/o}
 R=$OUT/r2; mkdir -p $R
 pack() { tar -C $R -czf $OUT/results2.tgz . 2>/dev/null; cp $R/summary.txt $OUT/summary2.txt 2>/dev/null; }
 S() { pack; echo "== $* ($(date +%s))" | tee -a $R/summary.txt; }
-cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_ARCHITECTURES=90a -DMHC_GTEST_SOURCE=$PWD/.deps/googletest > $R/configure.log 2>&1
+cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_ARCHITECTURES=90a -DMHC_GTEST_SOURCE=$PWD/.deps/googletest -DMHC_CLI11_INCLUDE=$PWD/.deps/cli11 > $R/configure.log 2>&1
 cmake --build build-dev --target mhc_cli test_gpu > $R/build.log 2>&1 || { tail -20 $R/build.log; exit 1; }
 B=./build-dev/tools/mhc
 S staged

@@ -11,5 +11,8 @@ fi
 mkdir -p .deps
 rm -rf .deps/googletest
 cp -r /usr/src/googletest .deps/googletest
+# CLI11 (header-only): the image has no package of it either.
+[ -f /usr/include/CLI/CLI.hpp ] || bash scripts/setup.sh
+rm -rf .deps/cli11 && mkdir -p .deps/cli11 && cp -r /usr/include/CLI .deps/cli11/CLI
 grep -qx '/.deps/' .git/info/exclude 2>/dev/null || echo '/.deps/' >> .git/info/exclude
 echo "prepared .deps/googletest: carry [\".deps\"] in the device call"
