@@ -109,10 +109,12 @@ if [[ "$steps" == *" huge "* ]]; then
 fi
 
 if [[ "$steps" == *" python "* ]]; then
+  [ -d .deps/cli11 ] && MHC_CLI11_DEFINE="cmake.define.MHC_CLI11_INCLUDE=$PWD/.deps/cli11"
   t0=$(date +%s)
   rm -rf /tmp/mhc-py
   python3 -m pip install --no-build-isolation --no-deps -q --target /tmp/mhc-py \
     -C cmake.define.MHC_CUDA_ARCHITECTURES=90a -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90a \
+    ${MHC_CLI11_DEFINE:+-C "$MHC_CLI11_DEFINE"} \
     -C build-dir=build-py-dev . > "$OUT/python-build.log" 2>&1 || status=1
   (cd tests/python && PYTHONPATH=/tmp/mhc-py timeout "$T_TEST" python3 -m pytest -q -p no:cacheprovider .) \
     > "$OUT/python-tests.log" 2>&1 || status=1
