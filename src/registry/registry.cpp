@@ -1,5 +1,5 @@
 // src/registry/registry.cpp - the variant list of this build (the CUDA rows of src/cuda/variants.cu,
-// then the CPU reference rows written here), selection, and mhc::list_variants().
+// then the CPU rows written here: the fast CPU path before the reference), selection, and mhc::list_variants().
 #include "src/registry/registry.hpp"
 
 #include <cstring>
@@ -8,6 +8,7 @@
 #include "mhc/error.hpp"
 #include "mhc/ops.hpp"
 #include "src/core/cuda_hooks.hpp"
+#include "src/cpu/fast.hpp"
 #include "src/cpu/reference.hpp"
 #ifdef MHC_WITH_CUDA
 #include "src/cuda/variants.hpp"
@@ -29,6 +30,10 @@ std::vector<Variant> build_list() {
   list.push_back({"collapse.cpu_ref", Op::kCollapse, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});
   list.push_back({"pre.cpu_ref", Op::kPre, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});
   list.push_back({"pre_broadcast.cpu_ref", Op::kPreBroadcast, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});
+  // Bit-equal to post.cpu_ref (its outputs are the oracle's bits), so it shares the family.
+  list.push_back({"post.cpu_fast", Op::kPost, DeviceType::kCPU,
+                  "n = 4, any H >= 1, CPU tensors (fp32 certified sums, float64 fallback)", fast_post_supports,
+                  fast_post_run, "fast_post (OpenMP over tokens)", "cpu_ref"});
   list.push_back({"post.cpu_ref", Op::kPost, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});
   list.push_back({"post_pre.cpu_ref", Op::kPostPre, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});
   list.push_back({"head.cpu_ref", Op::kHead, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});

@@ -1,0 +1,161 @@
+// src/cpu/fast_post.cpp - post on the CPU for n = 4 (post.cpu_fast), bit-equal to the oracle.
+//
+// new[k,h] = bf16(post[k]*out[h] + sum_j comb[j,k]*res[j,h]), rounded once from the exact sum.
+// Each output is the fp32 chain s = w0*v0, then s = s + w_j*v_j (term order: the layer output,
+// then streams 0..3), with the a-priori bound e = (2N + 3) u max|w| sum|v| + 2^-140 (N = 5 terms,
+// u = 2^-24; 2N - 1 roundings of products and partial sums, each <= u max|w| sum|v|, the spare
+// cover the rounding of the bound and of s -/+ e, and also a contracted FMA chain). When s - e
+// and s + e round to one bf16 and |s| + e is finite, that bf16 is the answer (certified: rounding
+// is monotone and the exact sum lies in the interval). Otherwise (cancelling terms, NaN/Inf,
+// overflow) the sum is redone in double exactly as the oracle does it (every product of an fp32
+// weight and a bf16 value is exact there) and rounded once.
+//
+// Work items are (token, block of kBlock columns), split statically over the OpenMP threads;
+// each output's arithmetic does not depend on the split, so the bits do not depend on the thread
+// count, T, or the token's position (batch invariance).
+#include "src/cpu/fast.hpp"
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "src/core/bf16.hpp"
+
+#ifdef _OPENMP
+#define MHC_OMP_SIMD _Pragma("omp simd")
+#else
+#define MHC_OMP_SIMD
+#endif
+
+namespace mhc::detail {
+
+namespace {
+
+constexpr int kN = 4;              // streams
+constexpr int kTerms = kN + 1;     // the layer output, then the streams
+constexpr int64_t kBlock = 256;    // columns per work item
+constexpr int64_t kLane = 64;      // columns converted and summed together (stack arrays)
+constexpr int64_t kParallelMin = 16384;  // below this many outputs, one thread
+
+float bits_to_float(uint32_t word) {
+  float f;
+  std::memcpy(&f, &word, sizeof f);
+  return f;
+}
+
+uint32_t float_to_word(float f) {
+  uint32_t w;
+  std::memcpy(&w, &f, sizeof w);
+  return w;
+}
+
+// Round to nearest even without the NaN case (a NaN is never certified, so its bits do not matter).
+uint32_t round_bf16_finite(float f) {
+  const uint32_t w = float_to_word(f);
+  return (w + 0x7fffu + ((w >> 16) & 1u)) >> 16;
+}
+
+// The oracle's float64 sum (src/cpu/reference.cpp, post_stage), in its order, rounded once.
+__attribute__((noinline)) bf16_t oracle_sum(const float* w, const float* v) {
+  double acc = static_cast<double>(w[0]) * static_cast<double>(v[0]);
+  for (int j = 1; j < kTerms; ++j) acc += static_cast<double>(w[j]) * static_cast<double>(v[j]);
+  return double_to_bf16(acc);
+}
+
+struct TokenRows {
+  float w[kN][kTerms];   // per output stream k: post[k], comb[0..3, k]
+  float scale[kN];       // (2N + 3) u max_j |w[k][j]|
+  const bf16_t* out;     // [H]
+  const bf16_t* res[kN]; // stream j's row (all the same row for a broadcast residual)
+  bf16_t* dst[kN];       // output stream k's row
+};
+
+TokenRows token_rows(const Problem& p, int64_t t) {
+  TokenRows r{};
+  const float* post = p.post_mix + t * p.post_mix_stride;
+  const float* comb = p.comb_mix + t * p.comb_mix_stride;
+  for (int k = 0; k < kN; ++k) {
+    r.w[k][0] = post[k];
+    for (int j = 0; j < kN; ++j) r.w[k][1 + j] = comb[j * kN + k];
+    float m = std::fabs(r.w[k][0]);
+    for (int j = 1; j < kTerms; ++j) m = std::fmax(m, std::fabs(r.w[k][j]));
+    r.scale[k] = m * (static_cast<float>(2 * kTerms + 3) * 0x1p-24f);
+  }
+  r.out = p.layer_output + t * p.layer_output_stride;
+  const bf16_t* row = p.residual + t * p.residual_stride;
+  for (int j = 0; j < kN; ++j) r.res[j] = p.residual_broadcast ? row : row + j * p.H;
+  bf16_t* dst = p.residual_out + t * p.residual_out_stride;
+  for (int k = 0; k < kN; ++k) r.dst[k] = dst + k * p.H;
+  return r;
+}
+
+// Columns [h0, h0 + len) of one token, len <= kLane.
+void post_lane(const TokenRows& r, int64_t h0, int64_t len) {
+  float v[kTerms][kLane];
+  float abs_sum[kLane];
+  MHC_OMP_SIMD
+  for (int64_t i = 0; i < len; ++i) {
+    v[0][i] = bits_to_float(static_cast<uint32_t>(r.out[h0 + i]) << 16);
+    float a = std::fabs(v[0][i]);
+    for (int j = 0; j < kN; ++j) {
+      v[1 + j][i] = bits_to_float(static_cast<uint32_t>(r.res[j][h0 + i]) << 16);
+      a = a + std::fabs(v[1 + j][i]);
+    }
+    abs_sum[i] = a;
+  }
+  for (int k = 0; k < kN; ++k) {
+    const float* w = r.w[k];
+    uint8_t redo[kLane];
+    int any_redo = 0;
+    bf16_t* dst = r.dst[k] + h0;
+    MHC_OMP_SIMD
+    for (int64_t i = 0; i < len; ++i) {
+      float s = w[0] * v[0][i];
+      for (int j = 1; j < kTerms; ++j) s = s + w[j] * v[j][i];
+      const float e = r.scale[k] * abs_sum[i] + 0x1p-140f;
+      const uint32_t lo = round_bf16_finite(s - e);
+      const uint32_t hi = round_bf16_finite(s + e);
+      const bool ok = lo == hi && std::fabs(s) + e <= FLT_MAX;
+      dst[i] = static_cast<bf16_t>(lo);
+      redo[i] = static_cast<uint8_t>(!ok);
+      any_redo |= !ok;
+    }
+    if (any_redo == 0) continue;
+    for (int64_t i = 0; i < len; ++i) {
+      if (redo[i] == 0) continue;
+      float terms[kTerms];
+      for (int j = 0; j < kTerms; ++j) terms[j] = v[j][i];
+      dst[i] = oracle_sum(w, terms);
+    }
+  }
+}
+
+void post_block(const Problem& p, int64_t item, int64_t blocks_per_token) {
+  const int64_t t = item / blocks_per_token;
+  const int64_t h_begin = (item % blocks_per_token) * kBlock;
+  const int64_t h_end = h_begin + kBlock < p.H ? h_begin + kBlock : p.H;
+  const TokenRows r = token_rows(p, t);
+  for (int64_t h = h_begin; h < h_end; h += kLane) post_lane(r, h, h_end - h < kLane ? h_end - h : kLane);
+}
+
+}  // namespace
+
+bool fast_post_supports(const Problem& p) {
+  return p.device.type == DeviceType::kCPU && p.op == Op::kPost && p.n == kN;
+}
+
+void fast_post_run(const Problem& p) {
+  if (p.T <= 0 || p.H <= 0) return;
+  const int64_t blocks_per_token = (p.H + kBlock - 1) / kBlock;
+  const int64_t items = p.T * blocks_per_token;
+#ifdef _OPENMP
+  const bool parallel = p.T * p.H * kN >= kParallelMin;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t item = 0; item < items; ++item) post_block(p, item, blocks_per_token);
+#else
+  for (int64_t item = 0; item < items; ++item) post_block(p, item, blocks_per_token);
+#endif
+}
+
+}  // namespace mhc::detail
