@@ -22,11 +22,6 @@
 
 #include "src/core/bf16.hpp"
 
-#ifdef _OPENMP
-#define MHC_OMP_SIMD _Pragma("omp simd")
-#else
-#define MHC_OMP_SIMD
-#endif
 
 namespace mhc::detail {
 
@@ -94,7 +89,6 @@ TokenRows token_rows(const Problem& p, int64_t t) {
 void post_lane(const TokenRows& r, int64_t h0, int64_t len) {
   float v[kTerms][kLane];
   float abs_sum[kLane];
-  MHC_OMP_SIMD
   for (int64_t i = 0; i < len; ++i) {
     v[0][i] = bits_to_float(static_cast<uint32_t>(r.out[h0 + i]) << 16);
     float a = std::fabs(v[0][i]);
@@ -109,8 +103,7 @@ void post_lane(const TokenRows& r, int64_t h0, int64_t len) {
     uint8_t redo[kLane];
     int any_redo = 0;
     bf16_t* dst = r.dst[k] + h0;
-    MHC_OMP_SIMD
-    for (int64_t i = 0; i < len; ++i) {
+      for (int64_t i = 0; i < len; ++i) {
       float s = w[0] * v[0][i];
       for (int j = 1; j < kTerms; ++j) s = s + w[j] * v[j][i];
       const float e = r.scale[k] * abs_sum[i] + 0x1p-140f;
