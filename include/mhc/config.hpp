@@ -27,6 +27,8 @@ constexpr int32_t kMaxLayers = 1024;
 constexpr int32_t kMaxMtpLayers = 1024;
 /// @brief Deepest nesting of arrays and objects in any JSON input (header, config, index).
 constexpr int kMaxJsonDepth = 64;
+/// @brief Largest WorkspaceOptions::decode_max_tokens (the one-launch decode kernel's T limit).
+constexpr int64_t kMaxDecodeTokens = 128;
 /// @brief Largest safetensors header (the safetensors reference implementation's bound).
 constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;
 /// @brief Largest config.json or model.safetensors.index.json read.

@@ -112,8 +112,8 @@ Workspace Workspace::create(Device device, const WorkspaceOptions& o) {
             kMaxStreams, ", got ", o.max_n);
   MHC_CHECK(o.n4_slice_tokens >= 0 && o.n4_slice_tokens % 32 == 0,
             "Workspace::create: n4_slice_tokens must be 0 or a positive multiple of 32, got ", o.n4_slice_tokens);
-  MHC_CHECK(o.decode_max_tokens >= -1 && o.decode_max_tokens <= 128,
-            "Workspace::create: decode_max_tokens must be in -1..128, got ", o.decode_max_tokens);
+  MHC_CHECK(o.decode_max_tokens >= -1 && o.decode_max_tokens <= kMaxDecodeTokens,
+            "Workspace::create: decode_max_tokens must be in -1..", kMaxDecodeTokens, ", got ", o.decode_max_tokens);
   Workspace ws;
   ws.impl_ = std::make_shared<Impl>();
   ws.impl_->device = device;

@@ -33,12 +33,6 @@ constexpr int64_t kBlock = 256;    // columns per work item
 constexpr int64_t kLane = 64;      // columns converted and summed together (stack arrays)
 constexpr int64_t kParallelMin = 16384;  // below this many outputs, one thread
 
-float bits_to_float(uint32_t word) {
-  float f;
-  std::memcpy(&f, &word, sizeof f);
-  return f;
-}
-
 uint32_t float_to_word(float f) {
   uint32_t w;
   std::memcpy(&w, &f, sizeof w);
@@ -90,10 +84,10 @@ void post_lane(const TokenRows& r, int64_t h0, int64_t len) {
   float v[kTerms][kLane];
   float abs_sum[kLane];
   for (int64_t i = 0; i < len; ++i) {
-    v[0][i] = bits_to_float(static_cast<uint32_t>(r.out[h0 + i]) << 16);
+    v[0][i] = bf16_to_float(r.out[h0 + i]);
     float a = std::fabs(v[0][i]);
     for (int j = 0; j < kN; ++j) {
-      v[1 + j][i] = bits_to_float(static_cast<uint32_t>(r.res[j][h0 + i]) << 16);
+      v[1 + j][i] = bf16_to_float(r.res[j][h0 + i]);
       a = a + std::fabs(v[1 + j][i]);
     }
     abs_sum[i] = a;

@@ -45,8 +45,7 @@ bool n4_configure_device(bool* gemm);
 /// Bytes of workspace scratch the n4 path wants for `max_tokens` (partials of one slice) and
 /// decode_kernel for `decode_tokens`.
 size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens);
-/// The largest T decode_kernel may take (kDecodeMaxTokens) and its default limit.
-int64_t n4_decode_max_tokens();
+/// decode_kernel's default T limit (WorkspaceOptions::decode_max_tokens = 0).
 int64_t n4_decode_default_tokens();
 
 }  // namespace mhc::cuda

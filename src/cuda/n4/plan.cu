@@ -146,7 +146,6 @@ size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens) {
   return n4 > decode ? n4 : decode;
 }
 
-int64_t n4_decode_max_tokens() { return kDecodeMaxTokens; }
 int64_t n4_decode_default_tokens() { return kDecodeDefaultTokens; }
 
 }  // namespace mhc::cuda
