@@ -5,22 +5,33 @@
 namespace mhc::cuda {
 
 /// Sums `values[0..count)` over the block, in a fixed order (warp shuffles, then warps in
-/// index order): deterministic. `scratch` holds count * (blockDim.x / 32) floats. The result is
-/// in `values` of every thread on return. Every thread of the block must call it.
-template <int kCount>
+/// index order): deterministic. `scratch` holds count * warps floats. The result is in `values`
+/// of every thread on return. kWarps = 0: every thread of the block calls it (warps =
+/// blockDim.x / 32, block barriers); kWarps > 0: exactly the first kWarps warps call it and
+/// synchronise on named barrier kBarrier (1..15), so other warps of the block may do other work;
+/// the same order, so the same bits as a block of kWarps warps.
+template <int kCount, int kWarps = 0, int kBarrier = 1>
 __device__ __forceinline__ void block_sum(float (&values)[kCount], float* scratch) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int warps = kWarps > 0 ? kWarps : static_cast<int>(blockDim.x >> 5);
+  auto sync = [] {
+    if (kWarps > 0) {
+      asm volatile("bar.sync %0, %1;\n" ::"n"(kBarrier), "n"(kWarps * 32) : "memory");
+    } else {
+      __syncthreads();
+    }
+  };
 #pragma unroll
   for (int i = 0; i < kCount; ++i) {
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) values[i] += __shfl_xor_sync(0xffffffffu, values[i], off);
   }
-  __syncthreads();  // scratch may still be read by a previous reduction
+  sync();  // scratch may still be read by a previous reduction
   if (lane == 0) {
 #pragma unroll
     for (int i = 0; i < kCount; ++i) scratch[i * warps + warp] = values[i];
   }
-  __syncthreads();
+  sync();
 #pragma unroll
   for (int i = 0; i < kCount; ++i) {
     float s = 0.0f;

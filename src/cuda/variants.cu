@@ -16,12 +16,18 @@ std::vector<Variant> cuda_variants() {
       "(WorkspaceOptions::decode_max_tokens, default 64)";
   constexpr const char* kN4DecodeLean =
       "as cuda_n4_decode, H <= 8192";
+  constexpr const char* kDecodeChunkPlan =
+      "decode_chunk_kernel (one launch: a block per chunk forms the post and the chunk partials; the last "
+      "min(T, chunks) blocks to finish reduce them, collapse and run the epilogue)";
   constexpr const char* kDecodeLeanPlan =
       "decode_kernel<lean> (one launch; each unit forms its own stream's post, phase 2 the sums of squares)";
   constexpr const char* kDecodePlan =
       "decode_kernel (one launch: unit blocks form the post and the dots, then one block per token the "
       "collapse and one the epilogue)";
   // The rows every operator with a mixes stage has, alike but for id and operator.
+  auto decode_chunk = [&](const char* id, Op op) {
+    return Variant{id, op, DeviceType::kCUDA, kN4DecodeLean, n4_decode_chunk_supports, n4_decode_chunk_run, kDecodeChunkPlan, "n4"};
+  };
   auto decode_lean = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kN4DecodeLean, n4_decode_lean_supports, n4_decode_lean_run, kDecodeLeanPlan, "n4"};
   };
@@ -33,6 +39,7 @@ std::vector<Variant> cuda_variants() {
   };
   return {
       // mixes
+      decode_chunk("mixes.cuda_n4_decode_chunk", Op::kMixes),
       decode_lean("mixes.cuda_n4_decode_lean", Op::kMixes),
       decode("mixes.cuda_n4_decode", Op::kMixes),
       {"mixes.cuda_n4_staged", Op::kMixes, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel", "n4", n4_staged_prefer},
@@ -43,12 +50,14 @@ std::vector<Variant> cuda_variants() {
       {"collapse.cuda_n4_staged", Op::kCollapse, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "collapse_stream_kernel", "n4"},
       generic("collapse.cuda_generic", Op::kCollapse),
       // pre
+      decode_chunk("pre.cuda_n4_decode_chunk", Op::kPre),
       decode_lean("pre.cuda_n4_decode_lean", Op::kPre),
       decode("pre.cuda_n4_decode", Op::kPre),
       {"pre.cuda_n4_staged", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4", Op::kPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
       generic("pre.cuda_generic", Op::kPre),
       // pre_broadcast
+      decode_chunk("pre_broadcast.cuda_n4_decode_chunk", Op::kPreBroadcast),
       decode_lean("pre_broadcast.cuda_n4_decode_lean", Op::kPreBroadcast),
       decode("pre_broadcast.cuda_n4_decode", Op::kPreBroadcast),
       {"pre_broadcast.cuda_n4", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
@@ -60,12 +69,14 @@ std::vector<Variant> cuda_variants() {
       {"post.cuda_n4_pipelined", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_pipelined_run, "post_kernel (rows, next loads in flight)", "n4"},
       generic("post.cuda_generic", Op::kPost),
       // post_pre
+      decode_chunk("post_pre.cuda_n4_decode_chunk", Op::kPostPre),
       decode_lean("post_pre.cuda_n4_decode_lean", Op::kPostPre),
       decode("post_pre.cuda_n4_decode", Op::kPostPre),
       {"post_pre.cuda_n4_staged", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "post_kernel -> gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4", Op::kPostPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel (post fused) -> collapse_kernel", "n4"},
       generic("post_pre.cuda_generic", Op::kPostPre),
       // head
+      decode_chunk("head.cuda_n4_decode_chunk", Op::kHead),
       decode_lean("head.cuda_n4_decode_lean", Op::kHead),
       decode("head.cuda_n4_decode", Op::kHead),
       {"head.cuda_n4_staged", Op::kHead, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},

@@ -130,7 +130,9 @@ __device__ __forceinline__ void collapse_row(const N4Params& p, int64_t t, const
 /// The same collapse with every load of the row issued up front (latency-bound small-T use):
 /// load_row fills r for the thread's vectors v = tid + i * kThreadsB (i < kMaxV, H <= kMaxV *
 /// kThreadsB * 8), collapse_loaded computes exactly what collapse_row computes, with the
-/// RMSNorm weight already in shared memory (w_smem, H * 2 bytes) when folding.
+/// thread's vectors of the RMSNorm weight already loaded (wr[i] for vector v = tid + i *
+/// kThreadsB) when folding. kWarps > 0: only the block's first kWarps = kThreadsB / 32 warps call
+/// collapse_loaded (block_sum's named barrier), so other warps may run the epilogue meanwhile.
 /// all_streams: the 4 streams whatever the collapse reads (for their sums of squares).
 template <int kMaxV>
 __device__ __forceinline__ void load_row(const N4Params& p, int64_t t, uint4 (&r)[kMaxV][kN], bool all_streams) {
@@ -144,9 +146,9 @@ __device__ __forceinline__ void load_row(const N4Params& p, int64_t t, uint4 (&r
   }
 }
 
-template <int kMaxV>
+template <int kMaxV, int kWarps = 0>
 __device__ __forceinline__ void collapse_loaded(const N4Params& p, int64_t t, const float* s_pre,
-                                                const uint4 (&r)[kMaxV][kN], const uint4* w_smem, float* scratch) {
+                                                const uint4 (&r)[kMaxV][kN], const uint4 (&wr)[kMaxV], float* scratch) {
   const int64_t vecs = p.H / 8;
   bf16_t* dst = p.layer_input + t * p.layer_input_stride;
   const bool fold = p.rmsnorm_weight != nullptr;
@@ -169,12 +171,12 @@ __device__ __forceinline__ void collapse_loaded(const N4Params& p, int64_t t, co
     }
   }
   if (!fold) return;
-  block_sum(sq, scratch);
+  block_sum<1, kWarps>(sq, scratch);
   const float inv = 1.0f / sqrtf(sq[0] / static_cast<float>(p.H) + p.rmsnorm_eps);
 #pragma unroll
   for (int i = 0; i < kMaxV; ++i) {
     const int64_t v = threadIdx.x + i * kThreadsB;
-    if (v < vecs) st16(dst + v * 8, fold_vec(u[i], w_smem[v], inv));
+    if (v < vecs) st16(dst + v * 8, fold_vec(u[i], wr[i], inv));
   }
 }
 

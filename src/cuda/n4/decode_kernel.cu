@@ -321,7 +321,13 @@ __global__ void __launch_bounds__(kDecodeThreads, 2) decode_kernel(const DecodeP
       collapse_weights(p, t, computed, s_dot, s_pre);
       cp_async_wait<0>();
       __syncthreads();
-      collapse_loaded<kRowRegs>(p, t, s_pre, r, w_smem, scratch);
+      uint4 wr[kRowRegs];
+#pragma unroll
+      for (int i = 0; i < kRowRegs; ++i) {
+        const int64_t v = tid + i * kDecodeThreads;
+        wr[i] = fold && v < vecs ? w_smem[v] : make_uint4(0, 0, 0, 0);
+      }
+      collapse_loaded<kRowRegs>(p, t, s_pre, r, wr, scratch);
     } else {
       // The epilogue's outputs (pre_mix_out, post_mix_out, comb_mix_out) of one token.
       token_sums<kLean>(d, t, s_part, s_dot);

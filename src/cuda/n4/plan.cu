@@ -128,6 +128,15 @@ void n4_decode_lean_run(const detail::Problem& p) {
                        launch_ctx(p), true);
 }
 
+bool n4_decode_chunk_supports(const detail::Problem& p) { return n4_decode_supports(p) && decode_chunk_supports(p.H); }
+
+void n4_decode_chunk_run(const detail::Problem& p) {
+  MHC_CHECK(n4_decode_chunk_supports(p), detail::op_name(p.op), ": cuda_n4_decode_chunk does not support this call");
+  if (p.T == 0) return;
+  launch_decode_chunk_kernel(n4_params(p), static_cast<float*>(p.workspace->scratch), p.workspace->decode_counters,
+                             launch_ctx(p));
+}
+
 bool n4_configure_device(bool* gemm) {
   int device = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&device));

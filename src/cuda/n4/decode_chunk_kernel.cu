@@ -1,0 +1,251 @@
+// src/cuda/n4/decode_chunk_kernel.cu - every n = 4 operator with a mixes stage in ONE launch with
+// one block per chunk and no extra phase-2 blocks, for small T (decode and speculative verify).
+//
+// What it computes: the same outputs, bit for bit, as every other n4 variant: the optional post
+// stage (post8), residual_out, the mixes in the canonical order of config.cuh, the epilogue
+// (epilogue.cuh) and the collapse with its RMSNorm fold (collapse_row.cuh, collapse_loaded).
+// Grid mapping: one 384-thread block per 128-column chunk (H / 128 blocks, at most one per
+// multiprocessor). Phase 1, for each group of 16 tokens: threads 0..255 = (token, 8-column vector)
+// form the post of all 4 streams (post8), write residual_out, put the 4 x 128 columns into a
+// shared-memory A tile and form the chunk's sum of squares (fmaf chain, butterfly); then warp w
+// = (stream j = w / 3, row block b = w % 3) runs the three mma chains of n-tiles b, 3 + b, 6 + b
+// (hi, mid, lo parts of rows 8b..8b+7, B fragments in registers, loaded before pdl_wait since
+// they are weights) and forms v = hi + (mid + lo); the chunk partial ((v_0 + v_1) + v_2) + v_3
+// and the sum of squares go to the workspace ([T][chunks][25], the staged plans' layout).
+// Then each block takes an arrival number (one acq_rel atomic). The last P = min(T, chunks)
+// blocks to arrive do phase 2, block k for tokens k, k + P, ..: they wait until every block
+// has arrived (blocks that arrived earlier are running or done, so nothing waits for a block
+// that cannot start), then per token reduce the partials in the canonical order (8 interleaved
+// chunk groups, then the groups), and warps 0..7 collapse the token from registers (its new
+// residual loaded from L2 right after the wait, the RMSNorm weight before it) while warp 8 runs
+// the epilogue's serial chain (sigmoids, Sinkhorn) and writes the mixes. At T = 1 the last
+// block goes straight on: no block ever spins. The last phase-2 block to finish resets the
+// counters (zeroed once by Workspace::create), so graph replays reuse them.
+// Accumulation: mma.m16n8k16 bf16 x the three bf16 parts of fn, fp32, from zero per (token,
+// chunk, stream, n-tile) over the 8 k16 steps in order (as mix_kernel, gemm_kernel and
+// decode_kernel); fp32 sums in the canonical order; exact sums for post and collapse.
+// Envelope: n4_supports(), an op with a mixes stage, H <= 8192 (the row in registers), 1 <= T <=
+// the workspace's decode limit (at most 128).
+#include "src/cuda/launch.cuh"
+#include "src/cuda/n4/canonical.cuh"
+#include "src/cuda/n4/collapse_row.cuh"
+#include "src/cuda/n4/kernels.hpp"
+#include "src/cuda/n4/post8.cuh"
+#include "src/cuda/ptx.cuh"
+
+namespace mhc::cuda::n4 {
+
+namespace {
+
+constexpr int kWarps = 12;                         // 4 streams x 3 row blocks
+constexpr int kThreads = kWarps * 32;              // 384
+constexpr int kCollapseWarps = kThreadsB / 32;     // 8: collapse_loaded's fold order needs 256 threads
+constexpr int kEpilogueWarp = kCollapseWarps;      // warp 8 runs the epilogue in phase 2
+constexpr int kGroup = 16;                         // tokens per phase-1 pass: one m16 tile
+constexpr int kAStride = kSliceK + 8;              // A row: 4 streams x 128 columns, padded (ldmatrix)
+constexpr int kRowRegs = 4;                        // row vectors per collapse thread: H <= 8192
+constexpr int kMaxDecodeH = kRowRegs * kThreadsB * 8;
+static_assert(kWarps == kN * 3, "warp = (stream, row block)");
+static_assert(kThreadsB == kGroup * (kChunkCols / 8), "phase 1: a thread per (token, 8-column vector)");
+static_assert(kPartialSplit * kPartial <= kThreads, "phase 2: a thread per (chunk group, row)");
+
+enum Counter { kArrived = 1, kDone = 2 };  // the workspace's counters (decode_kernel's layout)
+
+struct ChunkDecodeParams {
+  N4Params p;
+  float* dp;           // [T][chunks][25] chunk partials (workspace scratch)
+  uint32_t* counters;  // the workspace's [3] counters, 0 between launches
+  int32_t phase2;      // P = min(T, chunks) phase-2 blocks
+};
+
+// Phase 1 for tokens [g0, g0 + kGroup): the post stage and the partials of chunk c.
+template <bool kPost>
+__device__ __forceinline__ void chunk_group(const ChunkDecodeParams& d, int c, int64_t g0,
+                                            const uint2 (&b)[3][kMmaSteps], bf16_t* s_tile, float* s_red,
+                                            float* s_sq) {
+  const N4Params& p = d.p;
+  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+  const int64_t left = p.T - g0;
+  const int ntok = static_cast<int>(left < kGroup ? left : kGroup);
+  if (tid < kThreadsB) {
+    const int tt = tid >> 4, cv = tid & 15;
+    const int64_t t = g0 + tt;
+    const int64_t col0 = static_cast<int64_t>(c) * kChunkCols + cv * 8;
+    uint4 x[kN];
+    if (tt < ntok) {
+      const bf16_t* res = p.residual + t * p.residual_stride + col0;
+      uint4 r[kN];
+#pragma unroll
+      for (int s = 0; s < kN; ++s) r[s] = ldcg16(res + s * p.res_stream_stride);
+      if (kPost) {
+        const uint4 lo = ldcg16(p.layer_output + t * p.layer_output_stride + col0);
+        float mix[kN + kN * kN];
+#pragma unroll
+        for (int s = 0; s < kN; ++s) mix[s] = __ldcg(p.post_mix + t * p.post_mix_stride + s);
+#pragma unroll
+        for (int s = 0; s < kN * kN; ++s) mix[kN + s] = __ldcg(p.comb_mix + t * p.comb_mix_stride + s);
+        post8(post_weights(mix, mix + kN), r, lo, x);
+      } else {
+#pragma unroll
+        for (int s = 0; s < kN; ++s) x[s] = r[s];
+      }
+      if (p.residual_out != nullptr) {
+#pragma unroll
+        for (int s = 0; s < kN; ++s) st16(p.residual_out + t * p.residual_out_stride + s * p.H + col0, x[s]);
+      }
+    } else {
+#pragma unroll
+      for (int s = 0; s < kN; ++s) x[s] = make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int s = 0; s < kN; ++s) *reinterpret_cast<uint4*>(s_tile + tt * kAStride + s * kChunkCols + cv * 8) = x[s];
+    const float sq = chunk_squares_butterfly(vector_squares(x));
+    if (cv == 0) s_sq[tt] = sq;
+  }
+  __syncthreads();
+  {
+    // Warp (j, blk): the hi, mid and lo chains of rows 8 blk .. 8 blk + 7 over stream j's 128 columns.
+    const int j = w / 3, blk = w % 3;
+    float acc[3][4];
+#pragma unroll
+    for (int part = 0; part < 3; ++part) acc[part][0] = acc[part][1] = acc[part][2] = acc[part][3] = 0.0f;
+    const uint32_t a_base = static_cast<uint32_t>(__cvta_generic_to_shared(s_tile)) +
+                            static_cast<uint32_t>(((lane & 15) * kAStride + j * kChunkCols + (lane >> 4) * 8) * 2);
+#pragma unroll
+    for (int ks = 0; ks < kMmaSteps; ++ks) {
+      uint32_t a0, a1, a2, a3;
+      ldmatrix_x4(a_base + ks * 32, a0, a1, a2, a3);
+#pragma unroll
+      for (int part = 0; part < 3; ++part) mma_bf16(acc[part], a0, a1, a2, a3, b[part][ks].x, b[part][ks].y);
+    }
+    const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int tok = g + 8 * (e >> 1), row = blk * 8 + 2 * q + (e & 1);
+      s_red[(j * kGroup + tok) * kRows + row] = acc[0][e] + (acc[1][e] + acc[2][e]);
+    }
+  }
+  __syncthreads();
+  for (int idx = tid; idx < ntok * kPartial; idx += kThreads) {
+    const int tl = idx / kPartial, r = idx % kPartial;
+    float v;
+    if (r == kRows) {
+      v = s_sq[tl];
+    } else {
+      v = s_red[tl * kRows + r];
+#pragma unroll
+      for (int j = 1; j < kN; ++j) v += s_red[(j * kGroup + tl) * kRows + r];
+    }
+    d.dp[((g0 + tl) * p.chunks + c) * kPartial + r] = v;
+  }
+}
+
+template <bool kPost>
+__global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDecodeParams d) {
+  __shared__ __align__(16) bf16_t s_tile[kGroup * kAStride];
+  __shared__ float s_red[kN * kGroup * kRows];
+  __shared__ float s_sq[kGroup];
+  __shared__ float s_part[kPartialSplit][kPartial];
+  __shared__ float s_dot[kPartial];
+  __shared__ float s_pre[kN];
+  __shared__ float s_scratch[kCollapseWarps];
+  __shared__ uint32_t s_arrival;
+  const N4Params& p = d.p;
+  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+  const int c = static_cast<int>(blockIdx.x);
+  pdl_launch_dependents();
+  // This warp's B fragments (weights: loaded before pdl_wait, overlapping the kernel before).
+  uint2 b[3][kMmaSteps];
+  {
+    const int j = w / 3, blk = w % 3;
+    const uint2* base = p.fn_frag + static_cast<int64_t>(c) * kFragWords + j * kMmaSteps * kNTiles * 32 + lane;
+#pragma unroll
+    for (int part = 0; part < 3; ++part) {
+#pragma unroll
+      for (int ks = 0; ks < kMmaSteps; ++ks) b[part][ks] = __ldg(base + (ks * kNTiles + part * 3 + blk) * 32);
+    }
+  }
+  pdl_wait();  // the inputs, the scratch and the counters belong to this launch from here on
+  for (int64_t g0 = 0; g0 < p.T; g0 += kGroup) {
+    if (g0 > 0) __syncthreads();  // the tile, s_red and s_sq of the previous group are consumed
+    chunk_group<kPost>(d, c, g0, b, s_tile, s_red, s_sq);
+  }
+  // Arrival: the block barrier orders every thread's partial and residual_out writes before
+  // thread 0's acq_rel add (cumulative release).
+  __syncthreads();
+  if (tid == 0) s_arrival = atom_add_acq_rel_gpu(d.counters + kArrived, 1u);
+  __syncthreads();
+  const int k2 = static_cast<int>(s_arrival) - (p.chunks - d.phase2);
+  if (k2 < 0) return;  // block-uniform: not one of the last P to arrive
+
+  // Phase 2. The RMSNorm weight (a weight) first, then wait for the other arrivals.
+  const bool fold = p.has_collapse && p.rmsnorm_weight != nullptr;
+  const int64_t vecs = p.H / 8;
+  uint4 wr[kRowRegs];
+#pragma unroll
+  for (int i = 0; i < kRowRegs; ++i) {
+    const int64_t v = tid + i * kThreadsB;
+    wr[i] = fold && tid < kThreadsB && v < vecs ? ld16(p.rmsnorm_weight + v * 8) : make_uint4(0, 0, 0, 0);
+  }
+  if (tid == 0 && s_arrival != static_cast<uint32_t>(p.chunks) - 1) {
+    while (ld_acquire_gpu(d.counters + kArrived) < static_cast<uint32_t>(p.chunks)) {
+    }
+    __threadfence();
+  }
+  __syncthreads();
+  const bool computed = p.pre_source == PreSource::kComputed && !p.head_mean;
+  for (int64_t t = k2; t < p.T; t += d.phase2) {
+    // Every load of the token before any arithmetic: its streams (collapse threads), its partials.
+    uint4 r[kRowRegs][kN];
+    if (p.has_collapse && tid < kThreadsB) load_row<kRowRegs>(p, t, r, false);
+    if (tid < kPartialSplit * kPartial) {
+      const int part = tid / kPartial, row = tid % kPartial;
+      const float* src = d.dp + t * p.chunks * kPartial + row;
+      s_part[part][row] = chunk_group_sum(part, p.chunks, [&](int cc) { return __ldcg(src + cc * kPartial); });
+    }
+    __syncthreads();
+    if (tid < kPartial) s_dot[tid] = groups_total(s_part, tid);
+    __syncthreads();
+    if (w == kEpilogueWarp) {
+      if (lane == 0 && !p.epi.head) {
+        float pre[kN];
+        mixes_epilogue<kN>(p.epi, s_dot, s_dot[kRows], p.inv_k, t, pre);
+      }
+    } else if (w < kCollapseWarps && p.has_collapse) {
+      if (computed && tid == 0) {
+        float pre[kN];
+        mixes_pre<kN>(p.epi, s_dot, s_dot[kRows], p.inv_k, pre);
+#pragma unroll
+        for (int j = 0; j < kN; ++j) s_pre[j] = pre[j];
+      } else if (p.pre_source == PreSource::kCarried && tid < kN) {
+        s_pre[tid] = __ldcg(p.pre_mix_in + t * p.pre_mix_in_stride + tid);
+      }
+      named_sync(2, kThreadsB);  // s_pre is written
+      collapse_loaded<kRowRegs, kCollapseWarps>(p, t, s_pre, r, wr, s_scratch);
+    }
+    __syncthreads();  // s_part, s_dot, s_pre and s_scratch are reused by the next token
+  }
+  // The last phase-2 block to finish resets the counters for the next launch.
+  if (tid == 0 && atom_add_acq_rel_gpu(d.counters + kDone, 1u) == static_cast<uint32_t>(d.phase2) - 1) {
+    d.counters[kArrived] = 0;
+    d.counters[kDone] = 0;
+    __threadfence();
+  }
+}
+
+}  // namespace
+
+bool decode_chunk_supports(int64_t H) { return H <= kMaxDecodeH; }
+
+void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* counters, const LaunchCtx& ctx) {
+  if (p.T <= 0) return;
+  ChunkDecodeParams d{};
+  d.p = p;
+  d.dp = scratch;
+  d.counters = counters;
+  d.phase2 = static_cast<int32_t>(p.T < p.chunks ? p.T : p.chunks);
+  launch_kernel(p.has_post ? decode_chunk_kernel<true> : decode_chunk_kernel<false>,
+                dim3(static_cast<unsigned>(p.chunks)), kThreads, 0, ctx, d);
+}
+
+}  // namespace mhc::cuda::n4
