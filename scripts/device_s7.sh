@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Session 7 device calls. Runs from a snapshot of a commit (so other engineers' uncommitted edits
+# in the shared checkout never reach the GPU build):
+#   here:   rm -rf .snap && mkdir .snap && git archive HEAD | tar -x -C .snap
+#           (.snap and .deps are ignored; the call carries both)
+#   device: cd .snap && bash scripts/device_s7.sh STEP...
+# Steps: test (GPU subset), decode (decode rows by variant), ncu (decode_chunk_kernel),
+# step (V4-Flash decode step), prefill (GEMM/staged rows), san (sanitizers over a subset).
+# Everything lands under $OUT/r; $OUT/summary.txt and $OUT/results.tgz come back.
+set -u
+export OUT=${OUT:-/tmp/o}
+R=$OUT/r; mkdir -p "$R"
+[ -e .deps ] || ln -s ../.deps .deps
+BD=../build-s7
+B=$BD/tools/mhc
+pack() { tar -C "$R" -czf "$OUT/results.tgz" . 2>/dev/null; cp "$R/summary.txt" "$OUT/summary.txt" 2>/dev/null; }
+S() { pack; echo "== $* ($(date +%s))" | tee -a "$R/summary.txt"; }
+rows() { grep "^\[" | sed 's/(p10[^)]*)//; s/, chain.*//'; }
+steps=" $* "
+S build
+cmake -S . -B $BD -G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_ARCHITECTURES=90a \
+  -DMHC_GTEST_SOURCE="$PWD/.deps/googletest" -DMHC_CLI11_INCLUDE="$PWD/.deps/cli11" > "$R/configure.log" 2>&1
+cmake --build $BD --target mhc_cli test_gpu > "$R/build.log" 2>&1 || { grep -E "error" -A3 "$R/build.log" | head -40 | tee -a "$R/summary.txt"; pack; exit 1; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader >> "$R/summary.txt"
+
+if [[ "$steps" == *" test "* ]]; then
+  S test
+  F=${MHC_S7_FILTER:-'Grid/GpuGrid.MatchesReference/*n4_H*:Modes/GpuFamily.*:Modes/GpuDecode.*:Modes/GpuBatch.*:Modes/GpuGraph.*:GpuErrors.*'}
+  timeout "${MHC_S7_TEST_S:-150}" $BD/tests/test_gpu --gtest_brief=1 --gtest_filter="$F" > "$R/gpu-tests.log" 2>&1
+  echo "gpu tests rc=$? $(grep -E '^\[  PASSED|^\[  FAILED|^\[  SKIPPED' "$R/gpu-tests.log" | head -3 | tr '\n' ' ')" | tee -a "$R/summary.txt"
+  grep -E "^\[  FAILED" "$R/gpu-tests.log" | head -30 | tee -a "$R/summary.txt"
+  grep -E "variant comparisons" "$R/gpu-tests.log" > "$R/family-counts.txt"
+fi
+
+if [[ "$steps" == *" decode "* ]]; then
+  S decode
+  for v in ${MHC_S7_DECODE_VARIANTS:-decode_chunk decode_lean}; do
+    for op in "post_pre normal_fold,shifted_fold" "pre normal_fold" "head learned_fold" "pre_broadcast normal_fold" "mixes plain"; do
+      set -- $op
+      timeout 30 $B bench --ops "$1" --modes "$2" --H 4096,5120,7168 --T 1,2,4,8,16,32,64,128 --variant "$1.cuda_n4_$v" \
+        --budget-s 20 --out "$R/decode-$1-$v.jsonl" 2>&1 | rows
+    done
+  done | tee -a "$R/summary.txt"
+fi
+
+if [[ "$steps" == *" ncu "* ]]; then
+  S ncu
+  for T in 1 16; do
+    timeout 40 ncu --clock-control none -k regex:decode_chunk --launch-skip 4 --launch-count 1 --section SpeedOfLight \
+      --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy --section InstructionStats \
+      $B bench --ops post_pre --modes normal_fold --H 4096 --T $T --reps 2 --budget-s 15 > "$R/ncu-decode_chunk-T$T.txt" 2>&1
+    echo "ncu T=$T rc=$?" | tee -a "$R/summary.txt"
+  done
+fi
+
+if [[ "$steps" == *" step "* ]]; then
+  S step
+  timeout 40 $B run --graph-step 1,4,16 > "$R/step.txt" 2>&1; grep -v "^{" "$R/step.txt" | tee -a "$R/summary.txt"
+fi
+
+if [[ "$steps" == *" prefill "* ]]; then
+  S prefill
+  eval "${MHC_S7_PREFILL:-true}" 2>&1 | rows | tee -a "$R/summary.txt"
+fi
+
+if [[ "$steps" == *" san "* ]]; then
+  S san
+  SF=${MHC_S7_SAN_FILTER:-'Grid/GpuGrid.MatchesReference/post_pre_shifted_norm_n4_H4096:Grid/GpuGrid.MatchesReference/pre_computed_norm_n4_H4096:Grid/GpuGrid.MatchesReference/head_learned_norm_n4_H4096:GpuErrors.*'}
+  for tool in memcheck synccheck racecheck; do
+    timeout "${MHC_S7_SAN_S:-45}" compute-sanitizer --tool $tool --error-exitcode 9 $BD/tests/test_gpu --gtest_filter="$SF" \
+      --gtest_brief=1 > "$R/san-$tool.log" 2>&1
+    echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$R/san-$tool.log" | tail -1) $(grep -E '^\[  PASSED|^\[  FAILED' "$R/san-$tool.log" | head -2 | tr '\n' ' ')" | tee -a "$R/summary.txt"
+  done
+fi
+S done
+pack
