@@ -1,5 +1,14 @@
 // tests/test_cpu_fast.cpp - the fast CPU variants against the float64 oracle (cpu_ref).
 //
+// Every *.cpu_fast variant (OpsGrid below, one case per op-mode): against the oracle over
+// T = 0, 1, 5, 67 and H = 4096, 5120, 7168, 999 by the GPU suite's rules (gpu_harness.hpp:
+// fp32 mixes within 1e-5, bf16 within 1 ulp and >= 99.9% bit-equal, exact where the oracle is
+// exact: residual_out and every collapse with a carried, identity or mean pre), outputs poisoned
+// with NaN before the call (never-written elements fail) and padded rows (padding untouched);
+// bit-equal across 1, 2 and all threads, the scalar and AVX2 code, and T (a token alone, a
+// slice, the batch: the decode and the tiled paths); NaN in one token changes that token only;
+// hostile input is rejected with nothing written; the dispatcher's default is cpu_fast.
+//
 // post.cpu_fast must give the oracle's bits for every output (NaN for NaN, any sign) (its fp32 sums are certified or
 // redone in double): checked over T = 0, 1, 3, 17, 64, 600 and H = 7, 64, 4096, 5120, full and
 // broadcast residuals, strided rows, NaN/Inf/huge inputs and cancelling terms (the double
@@ -18,7 +27,9 @@
 #include <omp.h>
 #endif
 
+#include "gpu_harness.hpp"
 #include "mhc/mhc.hpp"
+#include "src/cpu/fast.hpp"
 
 namespace {
 
@@ -213,6 +224,441 @@ TEST(CpuFastPost, OtherStreamCountsStayOnTheOracle) {
   EXPECT_EQ(mhc::selected_variant(a), "post.cpu_ref");
   a.exec.variant = "post.cpu_fast";
   EXPECT_THROW(mhc::post(a), mhc::Error);
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// Every other operator: *.cpu_fast against the oracle.
+
+using mhc::HeadKind;
+using mhc::PreSource;
+using mhc_test::Check;
+using mhc_test::Tensor;
+
+enum class OpKind { kMixes, kCollapse, kPre, kPreBroadcast, kPostPre, kHead };
+
+struct Mode {
+  const char* name;
+  OpKind op;
+  PreSource source = PreSource::kComputed;
+  HeadKind head = HeadKind::kLearned;
+  bool norm = false;
+  bool extra_out = false;  // pre_mix_out (pre, pre_broadcast, post_pre) / residual_out (pre_broadcast)
+};
+
+const std::vector<Mode>& modes() {
+  static const std::vector<Mode> list = {
+      {"mixes", OpKind::kMixes},
+      {"collapse_carried", OpKind::kCollapse, PreSource::kCarried},
+      {"collapse_carried_norm", OpKind::kCollapse, PreSource::kCarried, HeadKind::kLearned, true},
+      {"collapse_identity_norm", OpKind::kCollapse, PreSource::kIdentity, HeadKind::kLearned, true},
+      {"pre_computed_norm", OpKind::kPre, PreSource::kComputed, HeadKind::kLearned, true},
+      {"pre_carried_out", OpKind::kPre, PreSource::kCarried, HeadKind::kLearned, false, true},
+      {"pre_broadcast_computed_norm", OpKind::kPreBroadcast, PreSource::kComputed, HeadKind::kLearned, true, true},
+      {"pre_broadcast_identity", OpKind::kPreBroadcast, PreSource::kIdentity, HeadKind::kLearned, false, true},
+      {"post_pre_normal", OpKind::kPostPre},
+      {"post_pre_normal_norm", OpKind::kPostPre, PreSource::kComputed, HeadKind::kLearned, true},
+      {"post_pre_shifted_norm", OpKind::kPostPre, PreSource::kCarried, HeadKind::kLearned, true, true},
+      {"head_learned_norm", OpKind::kHead, PreSource::kComputed, HeadKind::kLearned, true},
+      {"head_carried", OpKind::kHead, PreSource::kCarried, HeadKind::kCarried},
+      {"head_mean_norm", OpKind::kHead, PreSource::kComputed, HeadKind::kMean, true},
+  };
+  return list;
+}
+
+const char* op_id(OpKind op) {
+  switch (op) {
+    case OpKind::kMixes: return "mixes";
+    case OpKind::kCollapse: return "collapse";
+    case OpKind::kPre: return "pre";
+    case OpKind::kPreBroadcast: return "pre_broadcast";
+    case OpKind::kPostPre: return "post_pre";
+    case OpKind::kHead: return "head";
+  }
+  return "?";
+}
+
+bool carried(const Mode& m) {
+  return m.op == OpKind::kHead ? m.head == HeadKind::kCarried : m.source == PreSource::kCarried;
+}
+bool has_weights(const Mode& m) {
+  return m.op != OpKind::kCollapse && !(m.op == OpKind::kHead && m.head != HeadKind::kLearned);
+}
+// A collapse whose weights are exact inputs (or none): its output is the oracle's bits.
+bool exact_collapse(const Mode& m) {
+  if (m.op == OpKind::kHead) return m.head != HeadKind::kLearned;
+  return m.source != PreSource::kComputed;
+}
+
+// One call's tensors (host only), rows padded by 3 elements, outputs NaN-poisoned.
+struct Case {
+  Mode mode;
+  Config cfg;
+  int64_t T = 0;
+  std::map<std::string, Tensor> t;
+  std::vector<std::string> outs;
+  mhc::PreparedWeights weights;
+
+  Tensor& operator[](const std::string& k) { return t.at(k); }
+  bool has(const std::string& k) const { return t.count(k) > 0; }
+  void add(const std::string& name, DType d, std::vector<int64_t> shape, bool out) {
+    t.emplace(name, mhc_test::make_tensor(d, std::move(shape), 3, out, false));
+    if (out) outs.push_back(name);
+  }
+  void poison() {
+    for (const std::string& o : outs) t.at(o).poison_host();
+  }
+};
+
+Case make_case(const Mode& m, int64_t T, int64_t H, uint64_t seed) {
+  Case c;
+  c.mode = m;
+  c.T = T;
+  c.cfg = mhc::model_preset(carried(m) ? "deepseek-v4.1-flash" : "deepseek-v4-flash").config;
+  c.cfg.H = H;
+  const int64_t n = 4;
+  const bool bcast = m.op == OpKind::kPreBroadcast;
+  if (bcast) {
+    c.add("embedding", DType::kBFloat16, {T, H}, false);
+  } else {
+    c.add("residual", DType::kBFloat16, {T, n, H}, false);
+  }
+  if (m.op == OpKind::kPostPre) {
+    c.add("layer_output", DType::kBFloat16, {T, H}, false);
+    c.add("post_mix", DType::kFloat32, {T, n}, false);
+    c.add("comb_mix", DType::kFloat32, {T, n, n}, false);
+  }
+  if (carried(m)) c.add("pre_mix_in", DType::kFloat32, {T, n}, false);
+  if (m.norm) c.add("rmsnorm_weight", DType::kBFloat16, {H}, false);
+  if (m.op == OpKind::kMixes) {
+    c.add("pre_mix_out", DType::kFloat32, {T, n}, true);
+  } else {
+    c.add("layer_input", DType::kBFloat16, {T, H}, true);
+  }
+  if (m.op == OpKind::kMixes || m.op == OpKind::kPre || m.op == OpKind::kPreBroadcast || m.op == OpKind::kPostPre) {
+    c.add("post_mix_out", DType::kFloat32, {T, n}, true);
+    c.add("comb_mix_out", DType::kFloat32, {T, n, n}, true);
+  }
+  if (m.extra_out && m.op != OpKind::kHead) c.add("pre_mix_out", DType::kFloat32, {T, n}, true);
+  if (m.op == OpKind::kPostPre || (bcast && m.extra_out)) c.add("residual_out", DType::kBFloat16, {T, n, H}, true);
+  for (auto& [name, tensor] : c.t) {
+    if (tensor.output) continue;
+    const uint64_t s = mhc_test::mix_seed(seed, std::hash<std::string>{}(name));
+    if (name == "post_mix") {
+      mhc_test::fill_uniform(tensor, s, 0.2, 1.8);
+    } else if (name == "comb_mix") {
+      mhc_test::fill_uniform(tensor, s, 0.05, 0.45);
+    } else if (name == "pre_mix_in") {
+      mhc_test::fill_uniform(tensor, s, 0.2, 1.0);
+    } else if (name == "rmsnorm_weight") {
+      mhc_test::fill_uniform(tensor, s, 0.5, 1.5);
+    } else {
+      mhc_test::fill_normal(tensor, s);
+    }
+  }
+  if (has_weights(m)) {
+    const bool head = m.op == OpKind::kHead;
+    const int32_t rows = head ? 4 : 24;
+    const int64_t K = n * H;
+    mhc::tools::Rng rng(mhc_test::mix_seed(seed, 77));
+    const Floats fn = mhc::tools::random_f32(static_cast<size_t>(rows * K), rng, 1.0 / std::sqrt(static_cast<double>(K)));
+    Floats scale(head ? 1 : 3);
+    for (float& v : scale) v = static_cast<float>(0.5 + rng.uniform());
+    const Floats base = mhc::tools::random_f32(static_cast<size_t>(rows), rng, 0.5);
+    const TensorView fv = mhc::make_view(fn.data(), DType::kFloat32, {rows, K});
+    const TensorView sv = mhc::make_view(scale.data(), DType::kFloat32, {static_cast<int64_t>(scale.size())});
+    const TensorView bv = mhc::make_view(base.data(), DType::kFloat32, {rows});
+    if (head) {
+      mhc::HeadWeightsView v;
+      v.fn = fv;
+      v.scale = sv;
+      v.base = bv;
+      c.weights = mhc::prepare_head(v, 4, H, mhc::Device{});
+    } else {
+      mhc::MixWeightsView v;
+      v.fn = fv;
+      v.scale = sv;
+      v.base = bv;
+      c.weights = mhc::prepare(v, 4, H, mhc::Device{});
+    }
+  }
+  c.poison();
+  return c;
+}
+
+// Calls the op on rows [t0, t0 + rows) of every tensor (rows < 0: all), forcing `variant`
+// ("" = the dispatcher's choice); returns the variant that ran.
+std::string call(Case& c, const std::string& variant, int64_t t0 = 0, int64_t rows = -1) {
+  auto v = [&](const char* name) -> TensorView {
+    if (!c.has(name)) return TensorView{};
+    Tensor& x = c[name];
+    return x.token_major() ? x.view(false, t0, rows) : x.view(false);
+  };
+  mhc::Exec ex;
+  ex.variant = variant.empty() ? nullptr : variant.c_str();
+  const Mode& m = c.mode;
+  switch (m.op) {
+    case OpKind::kMixes: {
+      mhc::MixesArgs a;
+      a.config = c.cfg;
+      a.residual = v("residual");
+      a.weights = &c.weights;
+      a.pre_mix = v("pre_mix_out");
+      a.post_mix = v("post_mix_out");
+      a.comb_mix = v("comb_mix_out");
+      a.exec = ex;
+      mhc::mixes(a);
+      return mhc::selected_variant(a);
+    }
+    case OpKind::kCollapse: {
+      mhc::CollapseArgs a;
+      a.config = c.cfg;
+      a.pre_source = m.source;
+      a.residual = v("residual");
+      a.pre_mix = v("pre_mix_in");
+      a.rmsnorm_weight = v("rmsnorm_weight");
+      a.layer_input = v("layer_input");
+      a.exec = ex;
+      mhc::collapse(a);
+      return mhc::selected_variant(a);
+    }
+    case OpKind::kPre: {
+      mhc::PreArgs a;
+      a.config = c.cfg;
+      a.pre_source = m.source;
+      a.residual = v("residual");
+      a.weights = &c.weights;
+      a.pre_mix_in = v("pre_mix_in");
+      a.rmsnorm_weight = v("rmsnorm_weight");
+      a.layer_input = v("layer_input");
+      a.post_mix = v("post_mix_out");
+      a.comb_mix = v("comb_mix_out");
+      a.pre_mix_out = v("pre_mix_out");
+      a.exec = ex;
+      mhc::pre(a);
+      return mhc::selected_variant(a);
+    }
+    case OpKind::kPreBroadcast: {
+      mhc::PreBroadcastArgs a;
+      a.config = c.cfg;
+      a.pre_source = m.source;
+      a.embedding = v("embedding");
+      a.weights = &c.weights;
+      a.pre_mix_in = v("pre_mix_in");
+      a.rmsnorm_weight = v("rmsnorm_weight");
+      a.layer_input = v("layer_input");
+      a.post_mix = v("post_mix_out");
+      a.comb_mix = v("comb_mix_out");
+      a.pre_mix_out = v("pre_mix_out");
+      a.residual_out = v("residual_out");
+      a.exec = ex;
+      mhc::pre_broadcast(a);
+      return mhc::selected_variant(a);
+    }
+    case OpKind::kPostPre: {
+      mhc::PostPreArgs a;
+      a.config = c.cfg;
+      a.pre_source = m.source;
+      a.layer_output = v("layer_output");
+      a.residual = v("residual");
+      a.post_mix = v("post_mix");
+      a.comb_mix = v("comb_mix");
+      a.weights = &c.weights;
+      a.pre_mix_in = v("pre_mix_in");
+      a.rmsnorm_weight = v("rmsnorm_weight");
+      a.residual_out = v("residual_out");
+      a.layer_input = v("layer_input");
+      a.post_mix_out = v("post_mix_out");
+      a.comb_mix_out = v("comb_mix_out");
+      a.pre_mix_out = v("pre_mix_out");
+      a.exec = ex;
+      mhc::post_pre(a);
+      return mhc::selected_variant(a);
+    }
+    case OpKind::kHead: {
+      mhc::HeadArgs a;
+      a.config = c.cfg;
+      a.kind = m.head;
+      a.residual = v("residual");
+      a.weights = has_weights(m) ? &c.weights : nullptr;
+      a.pre_mix_in = v("pre_mix_in");
+      a.rmsnorm_weight = v("rmsnorm_weight");
+      a.output = v("layer_input");
+      a.exec = ex;
+      mhc::head(a);
+      return mhc::selected_variant(a);
+    }
+  }
+  return "";
+}
+
+using Outputs = std::map<std::string, Tensor>;
+Tensor clone(const Tensor& x) {
+  Tensor y = mhc_test::make_tensor(x.dtype, x.shape, x.stride() - x.row_len(), x.output, false);
+  y.h16 = x.h16;
+  y.h32 = x.h32;
+  y.g16 = x.h16;  // check_padding reads the "downloaded" copy
+  y.g32 = x.h32;
+  return y;
+}
+Outputs outputs(Case& c) {
+  Outputs o;
+  for (const std::string& name : c.outs) o.emplace(name, clone(c[name]));
+  return o;
+}
+Outputs clone_all(const Outputs& x) {
+  Outputs o;
+  for (const auto& [name, t] : x) o.emplace(name, clone(t));
+  return o;
+}
+
+Check check_of(const Mode& m, const std::string& name) {
+  if (name == "residual_out") return Check::kExact;
+  if (name != "layer_input") return Check::kF32;
+  if (exact_collapse(m)) return m.norm ? Check::kBF16 : Check::kExact;
+  return m.norm ? Check::kBF16Twice : Check::kBF16;
+}
+
+// The outputs of `got` against `want`, by `check` (kExact for the invariance checks).
+void compare(const Mode& m, Outputs& want, Outputs& got, const std::string& label, bool exact) {
+  for (auto& [name, w] : want) {
+    Tensor& g = got.at(name);
+    const Check check = exact ? Check::kExact : check_of(m, name);
+    mhc_test::Tally t = mhc_test::compare_rows(w.dtype, check, w.host(), w.stride(), g.host(), g.stride(), w.rows(),
+                                               w.row_len(), label + " " + name);
+    t.merge(mhc_test::check_padding(g, label + " " + name));
+    mhc_test::expect_tally(t, check, std::string(m.name) + ".cpu_fast " + label + " " + name);
+  }
+}
+
+class OpsGrid : public testing::TestWithParam<Mode> {};
+
+TEST_P(OpsGrid, MatchesTheOracleOnEveryThreadCount) {
+  const Mode& m = GetParam();
+  const std::string fast = std::string(op_id(m.op)) + ".cpu_fast";
+  uint64_t seed = 1000;
+  for (int64_t H : {4096, 5120, 7168, 999}) {
+    for (int64_t T : {0, 1, 5, 67}) {
+      if (H != 4096 && T == 67 && m.op != OpKind::kPostPre) continue;  // keep the oracle's time modest
+      const std::string label = "H=" + std::to_string(H) + " T=" + std::to_string(T);
+      Case c = make_case(m, T, H, seed++);
+      call(c, std::string(op_id(m.op)) + ".cpu_ref");
+      Outputs want = outputs(c);
+      Outputs first;
+      for (int threads : {1, 2, 0}) {
+        const ThreadCount scope(threads);
+        c.poison();
+        EXPECT_EQ(call(c, ""), fast) << label;  // the default on the CPU
+        Outputs got = outputs(c);
+        if (threads == 1) {
+          compare(m, want, got, label, false);
+          first = clone_all(got);
+        } else {
+          compare(m, first, got, label + " threads " + std::to_string(threads) + " vs 1", true);
+        }
+      }
+      if (T >= 5 && (H == 999 || H == 4096)) {  // the scalar code gives the AVX2 code's bits
+        mhc::detail::cpu::force_scalar(true);
+        c.poison();
+        call(c, fast);
+        mhc::detail::cpu::force_scalar(false);
+        Outputs got = outputs(c);
+        compare(m, first, got, label + " scalar vs AVX2", true);
+      }
+      if (T == 67) {  // batch invariance: token 0 alone and the slice [37, 56) (decode path)
+        Outputs batch = clone_all(first);
+        c.poison();
+        call(c, fast, 0, 1);
+        call(c, fast, 37, 19);
+        for (auto& [name, w] : batch) {
+          Tensor& g = c[name];
+          for (int64_t t : {int64_t{0}, int64_t{37}, int64_t{50}, int64_t{55}}) {
+            const size_t at = static_cast<size_t>(t * w.stride()) * w.esize();
+            EXPECT_EQ(std::memcmp(static_cast<char*>(w.host()) + at, static_cast<char*>(g.host()) + at,
+                                  static_cast<size_t>(w.row_len()) * w.esize()),
+                      0)
+                << m.name << " " << label << " " << name << " token " << t << " alone/in a slice differs from the batch";
+          }
+        }
+      }
+    }
+  }
+}
+
+// NaN in one token's input changes that token's outputs only (and no call crashes).
+TEST_P(OpsGrid, NanInOneTokenStaysInThatToken) {
+  const Mode& m = GetParam();
+  const std::string fast = std::string(op_id(m.op)) + ".cpu_fast";
+  for (int64_t T : {int64_t{9}, int64_t{40}}) {
+    Case c = make_case(m, T, 512, 7);
+    call(c, fast);
+    Outputs clean = outputs(c);
+    const char* input = m.op == OpKind::kPreBroadcast ? "embedding" : "residual";
+    c[input].h16[static_cast<size_t>(3 * c[input].stride() + 5)] = 0x7fc0u;
+    c.poison();
+    call(c, fast);
+    for (auto& [name, w] : clean) {
+      Tensor& g = c[name];
+      for (int64_t t = 0; t < T; ++t) {
+        if (t == 3) continue;
+        const size_t at = static_cast<size_t>(t * w.stride()) * w.esize();
+        EXPECT_EQ(std::memcmp(static_cast<char*>(w.host()) + at, static_cast<char*>(g.host()) + at,
+                              static_cast<size_t>(w.row_len()) * w.esize()),
+                  0)
+            << m.name << " T=" << T << " " << name << " token " << t << " changed by a NaN in token 3";
+      }
+    }
+  }
+}
+
+// A call that fails validation writes nothing (the outputs keep their poison).
+TEST_P(OpsGrid, HostileInputIsRejectedWithNothingWritten) {
+  const Mode& m = GetParam();
+  const std::string fast = std::string(op_id(m.op)) + ".cpu_fast";
+  Case c = make_case(m, 5, 64, 3);
+  c.cfg.sinkhorn_iters = 0;  // invalid (spec section 7)
+  EXPECT_THROW(call(c, fast), mhc::Error);
+  c.cfg = make_case(m, 5, 64, 3).cfg;
+  c.cfg.H = 65;  // every tensor's shape is now wrong
+  EXPECT_THROW(call(c, fast), mhc::Error);
+  for (const std::string& name : c.outs) {
+    Tensor& o = c[name];
+    const bool poisoned = o.dtype == DType::kBFloat16
+                              ? std::all_of(o.h16.begin(), o.h16.end(), [](uint16_t b) { return b == mhc_test::kPoison16; })
+                              : std::all_of(o.h32.begin(), o.h32.end(),
+                                            [](float f) { return mhc_test::f32_bits(f) == mhc_test::kPoison32; });
+    EXPECT_TRUE(poisoned) << m.name << ": " << name << " was written by a rejected call";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, OpsGrid, testing::ValuesIn(modes()),
+                         [](const testing::TestParamInfo<Mode>& i) { return std::string(i.param.name); });
+
+TEST(CpuFastOps, OtherStreamCountsStayOnTheOracle) {
+  Mode m{"pre_n2", OpKind::kPre, PreSource::kComputed};
+  Case c = make_case(m, 2, 16, 5);
+  c.cfg.n = 2;
+  mhc::PreArgs a;  // n = 2 tensors: the dispatcher must pick the oracle
+  const Bits res(2 * 2 * 16, 0x3f80u);
+  Bits out(2 * 16, 0);
+  Floats post(4), comb(8);
+  mhc::tools::Rng rng(3);
+  const Floats fn = mhc::tools::random_f32(8 * 32, rng, 0.1);
+  const Floats scale(3, 1.0f), base(8, 0.0f);
+  mhc::MixWeightsView wv;
+  wv.fn = mhc::make_view(fn.data(), DType::kFloat32, {8, 32});
+  wv.scale = mhc::make_view(scale.data(), DType::kFloat32, {3});
+  wv.base = mhc::make_view(base.data(), DType::kFloat32, {8});
+  const mhc::PreparedWeights w = mhc::prepare(wv, 2, 16, mhc::Device{});
+  a.config = c.cfg;
+  a.residual = mhc::make_view(res.data(), DType::kBFloat16, {2, 2, 16});
+  a.weights = &w;
+  a.layer_input = mhc::make_view(out.data(), DType::kBFloat16, {2, 16});
+  a.post_mix = mhc::make_view(post.data(), DType::kFloat32, {2, 2});
+  a.comb_mix = mhc::make_view(comb.data(), DType::kFloat32, {2, 2, 2});
+  EXPECT_EQ(mhc::selected_variant(a), "pre.cpu_ref");
+  a.exec.variant = "pre.cpu_fast";
+  EXPECT_THROW(mhc::pre(a), mhc::Error);
 }
 
 }  // namespace

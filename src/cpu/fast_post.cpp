@@ -21,36 +21,19 @@
 #include <cstring>
 
 #include "src/core/bf16.hpp"
+#include "src/cpu/exact_sum.hpp"
 
 
 namespace mhc::detail {
 
 namespace {
 
+using cpu::kLane;
+
 constexpr int kN = 4;              // streams
 constexpr int kTerms = kN + 1;     // the layer output, then the streams
 constexpr int64_t kBlock = 256;    // columns per work item
-constexpr int64_t kLane = 64;      // columns converted and summed together (stack arrays)
 constexpr int64_t kParallelMin = 16384;  // below this many outputs, one thread
-
-uint32_t float_to_word(float f) {
-  uint32_t w;
-  std::memcpy(&w, &f, sizeof w);
-  return w;
-}
-
-// Round to nearest even without the NaN case (a NaN is never certified, so its bits do not matter).
-uint32_t round_bf16_finite(float f) {
-  const uint32_t w = float_to_word(f);
-  return (w + 0x7fffu + ((w >> 16) & 1u)) >> 16;
-}
-
-// The oracle's float64 sum (src/cpu/reference.cpp, post_stage), in its order, rounded once.
-__attribute__((noinline)) bf16_t oracle_sum(const float* w, const float* v) {
-  double acc = static_cast<double>(w[0]) * static_cast<double>(v[0]);
-  for (int j = 1; j < kTerms; ++j) acc += static_cast<double>(w[j]) * static_cast<double>(v[j]);
-  return double_to_bf16(acc);
-}
 
 struct TokenRows {
   float w[kN][kTerms];   // per output stream k: post[k], comb[0..3, k]
@@ -67,9 +50,7 @@ TokenRows token_rows(const Problem& p, int64_t t) {
   for (int k = 0; k < kN; ++k) {
     r.w[k][0] = post[k];
     for (int j = 0; j < kN; ++j) r.w[k][1 + j] = comb[j * kN + k];
-    float m = std::fabs(r.w[k][0]);
-    for (int j = 1; j < kTerms; ++j) m = std::fmax(m, std::fabs(r.w[k][j]));
-    r.scale[k] = m * (static_cast<float>(2 * kTerms + 3) * 0x1p-24f);
+    r.scale[k] = cpu::sum_error_scale<kTerms>(r.w[k]);
   }
   r.out = p.layer_output + t * p.layer_output_stride;
   const bf16_t* row = p.residual + t * p.residual_stride;
@@ -81,41 +62,11 @@ TokenRows token_rows(const Problem& p, int64_t t) {
 
 // Columns [h0, h0 + len) of one token, len <= kLane.
 void post_lane(const TokenRows& r, int64_t h0, int64_t len) {
+  const bf16_t* rows[kTerms] = {r.out, r.res[0], r.res[1], r.res[2], r.res[3]};
   float v[kTerms][kLane];
   float abs_sum[kLane];
-  for (int64_t i = 0; i < len; ++i) {
-    v[0][i] = bf16_to_float(r.out[h0 + i]);
-    float a = std::fabs(v[0][i]);
-    for (int j = 0; j < kN; ++j) {
-      v[1 + j][i] = bf16_to_float(r.res[j][h0 + i]);
-      a = a + std::fabs(v[1 + j][i]);
-    }
-    abs_sum[i] = a;
-  }
-  for (int k = 0; k < kN; ++k) {
-    const float* w = r.w[k];
-    uint8_t redo[kLane];
-    int any_redo = 0;
-    bf16_t* dst = r.dst[k] + h0;
-      for (int64_t i = 0; i < len; ++i) {
-      float s = w[0] * v[0][i];
-      for (int j = 1; j < kTerms; ++j) s = s + w[j] * v[j][i];
-      const float e = r.scale[k] * abs_sum[i] + 0x1p-140f;
-      const uint32_t lo = round_bf16_finite(s - e);
-      const uint32_t hi = round_bf16_finite(s + e);
-      const bool ok = lo == hi && std::fabs(s) + e <= FLT_MAX;
-      dst[i] = static_cast<bf16_t>(lo);
-      redo[i] = static_cast<uint8_t>(!ok);
-      any_redo |= !ok;
-    }
-    if (any_redo == 0) continue;
-    for (int64_t i = 0; i < len; ++i) {
-      if (redo[i] == 0) continue;
-      float terms[kTerms];
-      for (int j = 0; j < kTerms; ++j) terms[j] = v[j][i];
-      dst[i] = oracle_sum(w, terms);
-    }
-  }
+  cpu::load_lane<kTerms>(rows, h0, len, v, abs_sum);
+  for (int k = 0; k < kN; ++k) cpu::exact_sum_lane<kTerms, false>(r.w[k], r.scale[k], v, abs_sum, len, r.dst[k] + h0);
 }
 
 void post_block(const Problem& p, int64_t item, int64_t blocks_per_token) {
@@ -127,6 +78,11 @@ void post_block(const Problem& p, int64_t item, int64_t blocks_per_token) {
 }
 
 }  // namespace
+
+void fast_post_token(const Problem& p, int64_t t) {
+  const TokenRows r = token_rows(p, t);
+  for (int64_t h = 0; h < p.H; h += kLane) post_lane(r, h, p.H - h < kLane ? p.H - h : kLane);
+}
 
 bool fast_post_supports(const Problem& p) {
   return p.device.type == DeviceType::kCPU && p.op == Op::kPost && p.n == kN;

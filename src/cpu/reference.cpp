@@ -45,10 +45,9 @@ void post_stage(const Problem& p, int64_t t, std::vector<double>& x) {
   x.swap(fresh);
 }
 
-// Mixes stage: m = (x @ fn^T) * r, then pre/post/comb (or the head's pre). Returns pre in `pre`.
+// Mixes stage: m = (x @ fn^T) * r, then the epilogue (reference_mixes_epilogue). Returns pre in `pre`.
 void mixes_stage(const Problem& p, int64_t t, const std::vector<double>& x, std::vector<double>& pre) {
   const PreparedWeights::Impl& w = *p.weights;
-  const int n = p.n;
   const int64_t K = p.K();
   double sumsq = 0.0;
   for (int64_t i = 0; i < K; ++i) sumsq += x[i] * x[i];
@@ -60,28 +59,7 @@ void mixes_stage(const Problem& p, int64_t t, const std::vector<double>& x, std:
     for (int64_t i = 0; i < K; ++i) dot += x[i] * static_cast<double>(f[i]);
     m[row] = dot * r;
   }
-  if (w.head) {  // learned head: pre only
-    for (int j = 0; j < n; ++j) pre[j] = sigmoid(m[j] * w.scale[0] + w.base[j]) + p.pre_eps;
-    return;
-  }
-  for (int j = 0; j < n; ++j) pre[j] = sigmoid(m[j] * w.scale[0] + w.base[j]) + p.pre_eps;
-  if (p.pre_mix_out != nullptr) {
-    float* dst = p.pre_mix_out + t * p.pre_mix_out_stride;
-    for (int j = 0; j < n; ++j) dst[j] = static_cast<float>(pre[j]);
-  }
-  if (p.post_mix_out != nullptr) {
-    float* dst = p.post_mix_out + t * p.post_mix_out_stride;
-    for (int j = 0; j < n; ++j) {
-      dst[j] = static_cast<float>(p.post_scale * sigmoid(m[n + j] * w.scale[1] + w.base[n + j]));
-    }
-  }
-  if (p.comb_mix_out != nullptr) {
-    double c[kMaxStreams * kMaxStreams];
-    for (int i = 0; i < n * n; ++i) c[i] = m[2 * n + i] * w.scale[2] + w.base[2 * n + i];
-    reference_sinkhorn(c, n, p.sinkhorn_iters, p.sinkhorn_eps);
-    float* dst = p.comb_mix_out + t * p.comb_mix_out_stride;
-    for (int i = 0; i < n * n; ++i) dst[i] = static_cast<float>(c[i]);
-  }
+  reference_mixes_epilogue(p, t, m.data(), pre.data());
 }
 
 // Collapse stage: u = bf16(sum_j pre[j] x_j) (or stream 0 bits), then the optional RMSNorm fold.
@@ -143,6 +121,30 @@ void run_token(const Problem& p, int64_t t) {
 }
 
 }  // namespace
+
+void reference_mixes_epilogue(const Problem& p, int64_t t, const double* m, double* pre) {
+  const PreparedWeights::Impl& w = *p.weights;
+  const int n = p.n;
+  for (int j = 0; j < n; ++j) pre[j] = sigmoid(m[j] * w.scale[0] + w.base[j]) + p.pre_eps;
+  if (w.head) return;  // learned head: pre only
+  if (p.pre_mix_out != nullptr) {
+    float* dst = p.pre_mix_out + t * p.pre_mix_out_stride;
+    for (int j = 0; j < n; ++j) dst[j] = static_cast<float>(pre[j]);
+  }
+  if (p.post_mix_out != nullptr) {
+    float* dst = p.post_mix_out + t * p.post_mix_out_stride;
+    for (int j = 0; j < n; ++j) {
+      dst[j] = static_cast<float>(p.post_scale * sigmoid(m[n + j] * w.scale[1] + w.base[n + j]));
+    }
+  }
+  if (p.comb_mix_out != nullptr) {
+    double c[kMaxStreams * kMaxStreams];
+    for (int i = 0; i < n * n; ++i) c[i] = m[2 * n + i] * w.scale[2] + w.base[2 * n + i];
+    reference_sinkhorn(c, n, p.sinkhorn_iters, p.sinkhorn_eps);
+    float* dst = p.comb_mix_out + t * p.comb_mix_out_stride;
+    for (int i = 0; i < n * n; ++i) dst[i] = static_cast<float>(c[i]);
+  }
+}
 
 void reference_sinkhorn(double* c, int n, int iters, double eps) {
   for (int j = 0; j < n; ++j) {  // row softmax, then + eps

@@ -26,17 +26,33 @@ std::vector<Variant> build_list() {
 #ifdef MHC_WITH_CUDA
   for (const Variant& v : cuda_variants()) list.push_back(v);
 #endif
-  list.push_back({"mixes.cpu_ref", Op::kMixes, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});
-  list.push_back({"collapse.cpu_ref", Op::kCollapse, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});
-  list.push_back({"pre.cpu_ref", Op::kPre, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});
-  list.push_back({"pre_broadcast.cpu_ref", Op::kPreBroadcast, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});
-  // Bit-equal to post.cpu_ref (its outputs are the oracle's bits), so it shares the family.
+  // The fast CPU rows come first (the default on the CPU wherever they support the call); the
+  // float64 reference stays the oracle. post.cpu_fast gives the reference's bits, so it shares
+  // its family; the others have fp32-level mixes (src/cpu/fast_mixes.cpp): a family of their own.
+  constexpr const char* kFastEnvelope = "n = 4, any H >= 1, CPU tensors (fp32 SIMD mixes, certified exact sums)";
+  constexpr const char* kFastPlan = "post -> dots (AVX2/scalar) -> epilogue -> collapse (OpenMP)";
+  auto fast = [&](const char* id, Op op) {
+    list.push_back({id, op, DeviceType::kCPU, kFastEnvelope, fast_ops_supports, fast_ops_run, kFastPlan, "cpu_fast"});
+  };
+  auto ref = [&](const char* id, Op op) {
+    list.push_back({id, op, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});
+  };
+  fast("mixes.cpu_fast", Op::kMixes);
+  ref("mixes.cpu_ref", Op::kMixes);
+  fast("collapse.cpu_fast", Op::kCollapse);
+  ref("collapse.cpu_ref", Op::kCollapse);
+  fast("pre.cpu_fast", Op::kPre);
+  ref("pre.cpu_ref", Op::kPre);
+  fast("pre_broadcast.cpu_fast", Op::kPreBroadcast);
+  ref("pre_broadcast.cpu_ref", Op::kPreBroadcast);
   list.push_back({"post.cpu_fast", Op::kPost, DeviceType::kCPU,
                   "n = 4, any H >= 1, CPU tensors (fp32 certified sums, float64 fallback)", fast_post_supports,
                   fast_post_run, "fast_post (OpenMP over tokens)", "cpu_ref"});
-  list.push_back({"post.cpu_ref", Op::kPost, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});
-  list.push_back({"post_pre.cpu_ref", Op::kPostPre, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});
-  list.push_back({"head.cpu_ref", Op::kHead, DeviceType::kCPU, kCpuEnvelope, cpu_supports, reference_run, "reference (float64)", "cpu_ref"});
+  ref("post.cpu_ref", Op::kPost);
+  fast("post_pre.cpu_fast", Op::kPostPre);
+  ref("post_pre.cpu_ref", Op::kPostPre);
+  fast("head.cpu_fast", Op::kHead);
+  ref("head.cpu_ref", Op::kHead);
   return list;
 }
 

@@ -1,0 +1,235 @@
+// src/cpu/fast_ops.cpp - the fast CPU path of every operator with a mixes or collapse stage
+// (mixes, collapse, pre, pre_broadcast, post_pre, head: *.cpu_fast), n = 4, any H >= 1.
+//
+// Each token runs the oracle's pipeline (src/core/problem.hpp): post (fast_post.cpp: the
+// oracle's bits) -> mixes (fast_mixes.cpp: fp32 chunked dots in the canonical order, then the
+// oracle's own double epilogue, reference_mixes_epilogue) -> collapse. The collapse is the exact
+// bf16 sum of exact_sum.hpp (the oracle's bits for a carried, identity or mean pre; with a
+// computed pre its fp32-rounded weights are the only difference from the oracle). The RMSNorm
+// fold: sum(u^2) in double (cpu::sumsq), inv = 1/sqrt(mean + eps) in double, y = (u * inv) * w in
+// fp32 with the bound 5 u |y|, certified as in exact_sum.hpp, else y in double as the oracle
+// forms it, rounded once: within 1 ulp of the oracle, and its bits wherever both inv agree.
+// pre_broadcast's mixes read the embedding [T,H] against the pre-summed fn_b (spec 4.4), with
+// sum(x^2) = n sum(e^2) over the K = nH copies.
+//
+// Threading (OpenMP, static schedules): T > kPhasedMaxT: one work item per tile of kTile tokens,
+// the whole pipeline per tile (its residual_out stays in cache for the mixes and the collapse).
+// T <= kPhasedMaxT (decode): three phases, split over H where there are few tokens: post over
+// (token, column block), the dots over (token tile, pair of weight rows), then the epilogue and
+// the collapse per token. No reduction crosses a work item and every value's arithmetic is fixed
+// (fast.hpp: cpu::dots), so the bits do not depend on the thread count, the path, T, or a
+// token's place in the batch.
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "src/core/bf16.hpp"
+#include "src/core/prepared.hpp"
+#include "src/cpu/exact_sum.hpp"
+#include "src/cpu/fast.hpp"
+#include "src/cpu/reference.hpp"
+
+#ifdef _OPENMP
+// Parallel over the loop that follows when the local bool `par` is true.
+#define MHC_OMP_FOR_IF_PAR _Pragma("omp parallel for schedule(static) if (par)")
+#else
+#define MHC_OMP_FOR_IF_PAR (void)par;
+#endif
+
+namespace mhc::detail {
+
+namespace {
+
+using cpu::kLane;
+using cpu::kTile;
+
+constexpr int kN = 4;
+constexpr int kMaxRows = (kN + 2) * kN;
+constexpr int64_t kPhasedMaxT = 32;
+constexpr int kRowsPerItem = 2;  // weight rows per dot work item at small T
+static_assert(kTile == 4, "cpu::dots instantiates token tiles of 1..4");
+
+bool fast_op(Op op) {
+  return op == Op::kMixes || op == Op::kCollapse || op == Op::kPre || op == Op::kPreBroadcast ||
+         op == Op::kPostPre || op == Op::kHead;
+}
+
+// The bf16 row the mixes of token t read, and its length (K, or H for a broadcast input).
+const bf16_t* mixes_row(const Problem& p, int64_t t) {
+  if (p.has_post_stage()) return p.residual_out + t * p.residual_out_stride;
+  return p.residual + t * p.residual_stride;
+}
+
+struct WeightRows {
+  const float* fn = nullptr;  // [rows, len]
+  int64_t len = 0;
+  int rows = 0;
+};
+
+WeightRows weight_rows(const Problem& p) {
+  WeightRows w;
+  if (!p.has_mixes_stage()) return w;
+  w.rows = p.weights->rows;
+  if (p.op == Op::kPreBroadcast) {
+    w.fn = p.weights->fn_b.data();
+    w.len = p.H;
+  } else {
+    w.fn = p.weights->fn.data();
+    w.len = p.K();
+  }
+  return w;
+}
+
+// Epilogue of token t from its raw dots: r, m = dot * r, then the oracle's epilogue. Returns pre.
+void mixes_epilogue(const Problem& p, int64_t t, const double* dot, double (&pre)[kN]) {
+  const int rows = p.weights->rows;
+  const double K = static_cast<double>(p.K());
+  const bf16_t* x = mixes_row(p, t);
+  const double ss = p.op == Op::kPreBroadcast ? static_cast<double>(kN) * cpu::sumsq(x, p.H) : cpu::sumsq(x, p.K());
+  const double r = 1.0 / std::sqrt(ss / K + static_cast<double>(p.norm_eps));
+  double m[kMaxRows];
+  for (int i = 0; i < rows; ++i) m[i] = dot[i] * r;
+  reference_mixes_epilogue(p, t, m, pre);
+}
+
+// RMSNorm fold of one row in place: dst[h] = bf16(u[h] * inv * w[h]).
+void fold_rmsnorm(const Problem& p, bf16_t* dst) {
+  const double ss = cpu::sumsq(dst, p.H);
+  const double inv = 1.0 / std::sqrt(ss / static_cast<double>(p.H) + static_cast<double>(p.rmsnorm_eps));
+  const float inv_f = static_cast<float>(inv);
+  const bf16_t* w = p.rmsnorm_weight;
+  for (int64_t h0 = 0; h0 < p.H; h0 += kLane) {
+    const int64_t len = std::min<int64_t>(kLane, p.H - h0);
+    float y[kLane];
+    uint8_t redo[kLane];
+    int any_redo = 0;
+    for (int64_t i = 0; i < len; ++i) {
+      y[i] = (bf16_to_float(dst[h0 + i]) * inv_f) * bf16_to_float(w[h0 + i]);
+      const float e = std::fabs(y[i]) * (5.0f * 0x1p-24f) + 0x1p-140f;
+      const uint32_t lo = cpu::round_bf16_finite(y[i] - e);
+      const uint32_t hi = cpu::round_bf16_finite(y[i] + e);
+      const bool ok = lo == hi && std::fabs(y[i]) + e <= FLT_MAX;
+      redo[i] = static_cast<uint8_t>(!ok);
+      any_redo |= !ok;
+      y[i] = ok ? 0.0f : 1.0f;
+      if (ok) dst[h0 + i] = static_cast<bf16_t>(lo);
+    }
+    if (any_redo == 0) continue;
+    for (int64_t i = 0; i < len; ++i) {
+      if (redo[i] == 0) continue;
+      dst[h0 + i] = double_to_bf16(static_cast<double>(bf16_to_float(dst[h0 + i])) * inv *
+                                   static_cast<double>(bf16_to_float(w[h0 + i])));
+    }
+  }
+}
+
+// Collapse of token t with the weights `pre` (ignored for identity), then the optional fold.
+void collapse_token(const Problem& p, int64_t t, const double (&pre)[kN]) {
+  bf16_t* dst = p.layer_input + t * p.layer_input_stride;
+  const bf16_t* base = p.has_post_stage() ? p.residual_out + t * p.residual_out_stride : p.residual + t * p.residual_stride;
+  if (p.pre_source == PreSource::kIdentity && !p.mean_head()) {
+    std::memcpy(dst, base, static_cast<size_t>(p.H) * sizeof(bf16_t));  // stream 0, bit for bit
+  } else {
+    float w[kN];
+    if (p.mean_head()) {
+      for (float& v : w) v = 0.25f;  // bf16(sum / 4) = bf16(sum of x / 4): scaling by 2^-2 is exact
+    } else if (p.pre_source == PreSource::kCarried) {
+      const float* src = p.pre_mix_in + t * p.pre_mix_in_stride;
+      for (int j = 0; j < kN; ++j) w[j] = src[j];
+    } else {
+      for (int j = 0; j < kN; ++j) w[j] = static_cast<float>(pre[j]);
+    }
+    const bool bcast = p.residual_broadcast && !p.has_post_stage();
+    const bf16_t* rows[kN];
+    for (int j = 0; j < kN; ++j) rows[j] = bcast ? base : base + j * p.H;
+    const float scale = cpu::sum_error_scale<kN>(w);
+    for (int64_t h0 = 0; h0 < p.H; h0 += kLane) {
+      const int64_t len = std::min<int64_t>(kLane, p.H - h0);
+      float v[kN][kLane];
+      float abs_sum[kLane];
+      cpu::load_lane<kN>(rows, h0, len, v, abs_sum);
+      cpu::exact_sum_lane<kN, true>(w, scale, v, abs_sum, len, dst + h0);
+    }
+  }
+  if (p.rmsnorm_weight != nullptr) fold_rmsnorm(p, dst);
+}
+
+// pre_broadcast's optional residual_out: n bit-exact copies of the embedding.
+void broadcast_copies(const Problem& p, int64_t t) {
+  if (p.op != Op::kPreBroadcast || p.residual_out == nullptr) return;
+  const bf16_t* src = p.residual + t * p.residual_stride;
+  bf16_t* dst = p.residual_out + t * p.residual_out_stride;
+  for (int j = 0; j < kN; ++j) std::memcpy(dst + j * p.H, src, static_cast<size_t>(p.H) * sizeof(bf16_t));
+}
+
+// After the dots: the epilogue (if any) and the collapse (if any) of token t.
+void finish_token(const Problem& p, int64_t t, const double* dot) {
+  double pre[kN] = {0, 0, 0, 0};
+  if (p.has_mixes_stage()) mixes_epilogue(p, t, dot, pre);
+  if (p.has_collapse_stage()) collapse_token(p, t, pre);
+}
+
+// The whole pipeline for tokens [t0, t0 + tb), tb <= kTile.
+void run_tile(const Problem& p, const WeightRows& wr, int64_t t0, int tb) {
+  for (int i = 0; i < tb; ++i) {
+    if (p.has_post_stage()) fast_post_token(p, t0 + i);
+    broadcast_copies(p, t0 + i);
+  }
+  double dot[kTile * kMaxRows];
+  if (wr.rows > 0) {
+    const bf16_t* x[kTile];
+    for (int i = 0; i < tb; ++i) x[i] = mixes_row(p, t0 + i);
+    cpu::dots(x, tb, wr.fn, wr.len, 0, wr.rows, dot, kMaxRows);
+  }
+  for (int i = 0; i < tb; ++i) finish_token(p, t0 + i, dot + i * kMaxRows);
+}
+
+void run_phased(const Problem& p, const WeightRows& wr) {
+  const int64_t T = p.T;
+  if (p.has_post_stage()) fast_post_run(p);
+  for (int64_t t = 0; t < T; ++t) broadcast_copies(p, t);
+  double dot[kPhasedMaxT * kMaxRows];
+  if (wr.rows > 0) {
+    const int64_t tiles = (T + kTile - 1) / kTile;
+    const int64_t groups = (wr.rows + kRowsPerItem - 1) / kRowsPerItem;
+    const int64_t items = tiles * groups;
+    const bool par = items > 1;
+    MHC_OMP_FOR_IF_PAR
+    for (int64_t item = 0; item < items; ++item) {
+      const int64_t t0 = (item / groups) * kTile;
+      const int r0 = static_cast<int>(item % groups) * kRowsPerItem;
+      const int r1 = std::min(wr.rows, r0 + kRowsPerItem);
+      const int tb = static_cast<int>(std::min<int64_t>(kTile, T - t0));
+      const bf16_t* x[kTile];
+      for (int i = 0; i < tb; ++i) x[i] = mixes_row(p, t0 + i);
+      cpu::dots(x, tb, wr.fn, wr.len, r0, r1, dot + t0 * kMaxRows, kMaxRows);
+    }
+  }
+  const bool par = T > 1;
+  MHC_OMP_FOR_IF_PAR
+  for (int64_t t = 0; t < T; ++t) finish_token(p, t, dot + t * kMaxRows);
+}
+
+}  // namespace
+
+bool fast_ops_supports(const Problem& p) {
+  return p.device.type == DeviceType::kCPU && fast_op(p.op) && p.n == kN &&
+         (!p.has_mixes_stage() || (p.weights != nullptr && p.weights->rows <= kMaxRows));
+}
+
+void fast_ops_run(const Problem& p) {
+  if (p.T <= 0 || p.H <= 0) return;
+  const WeightRows wr = weight_rows(p);
+  if (p.T <= kPhasedMaxT) return run_phased(p, wr);
+  const int64_t tiles = (p.T + kTile - 1) / kTile;
+  const bool par = tiles > 1;
+  MHC_OMP_FOR_IF_PAR
+  for (int64_t i = 0; i < tiles; ++i) {
+    const int64_t t0 = i * kTile;
+    run_tile(p, wr, t0, static_cast<int>(std::min<int64_t>(kTile, p.T - t0)));
+  }
+}
+
+}  // namespace mhc::detail
