@@ -17,6 +17,7 @@ Action setup_run(CLI::App& app);
 Action setup_bench(CLI::App& app);
 Action setup_inspect(CLI::App& app);
 Action setup_variants(CLI::App& app);
+Action setup_warmup(CLI::App& app);
 
 /// Accepts only a plain decimal integer ("-12", "40"; not "0x10", "010" read as octal, "1e3",
 /// "" or a number beyond 64 bits, which strtoll would saturate), before CLI11 converts it.

@@ -1,4 +1,4 @@
-// tools/main.cpp - the `mhc` command: run, bench, inspect, variants.
+// tools/main.cpp - the `mhc` command: run, bench, inspect, variants, warmup.
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -55,6 +55,8 @@ int main(int argc, char** argv) {
   add("bench", "time every operator with the benchmark protocol (docs/performance-spec.md)", mhc::cli::setup_bench);
   add("inspect", "list and check the mHC tensors of a checkpoint", mhc::cli::setup_inspect);
   add("variants", "list the kernel variants compiled into this build", mhc::cli::setup_variants);
+  add("warmup", "time Workspace::create with its warmup (every kernel loaded) and the first calls",
+      mhc::cli::setup_warmup);
 
   std::string command = "mhc";
   for (int i = 1; i < argc; ++i) {

@@ -5,6 +5,7 @@
 // pre_broadcast). Per-call work never re-derives any of it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -64,6 +65,29 @@ PreparedWeights prepare(const MixWeightsView& w, int32_t n, int64_t H, Device de
 /// @brief Prepares the learned head weights (fn [n,K], scale [1], base [n]) for `device`.
 PreparedWeights prepare_head(const HeadWeightsView& w, int32_t n, int64_t H, Device device);
 
+/// @brief Bytes of the caller's memory that prepare(..., destination) and attach_prepared need
+/// for a mix block (head = false) or a learned head of n streams and hidden size H on `device`
+/// (the layouts differ between the CPU and CUDA; the figure is exact, never an upper bound).
+/// @throws mhc::Error on n or H out of range or an unsupported device
+size_t prepared_bytes(int32_t n, int64_t H, bool head, Device device);
+
+/// @brief prepare() into memory the caller owns: `destination` (any dtype, contiguous, 16-byte
+/// aligned, at least prepared_bytes(n, H, false, destination.device) bytes, on the CPU or a CUDA
+/// device) receives the prepared copies, and the returned weights read them from there (an
+/// engine keeps the buffer as its own, counts it, saves and loads it). Keep the memory alive and
+/// unchanged while the weights are in use. Synchronous (the copies are complete on return).
+/// @throws mhc::Error on a wrong shape, dtype or layout of a weight or the destination
+PreparedWeights prepare(const MixWeightsView& w, int32_t n, int64_t H, const TensorView& destination);
+/// @brief prepare_head() into memory the caller owns (see the overload of prepare above).
+PreparedWeights prepare_head(const HeadWeightsView& w, int32_t n, int64_t H, const TensorView& destination);
+
+/// @brief Weights over a buffer that prepare(..., destination) filled for the same n, H, head
+/// and device type, e.g. in another process or after loading the buffer from a checkpoint of the
+/// engine: nothing is copied or computed (cheap enough to call per operator call). The bytes are
+/// not checked (they are the caller's); their size, alignment and device are.
+/// @throws mhc::Error on a buffer too small, misaligned, not contiguous or on an unsupported device
+PreparedWeights attach_prepared(const TensorView& buffer, int32_t n, int64_t H, bool head);
+
 /// @brief How a workspace is made: its capacity and the tuning knobs of the CUDA kernels (the
 /// one place they are set; docs/performance.md says what each measured). Results never depend
 /// on the knobs: every variant gives the same bits for any slicing (batch invariance).
@@ -76,6 +100,15 @@ struct WorkspaceOptions {
   /// Largest T of the one-launch decode kernel (n = 4); 0: the default (64); -1: decode off, the
   /// dispatcher then runs the multi-kernel plans at every T.
   int64_t decode_max_tokens = 0;
+  /// Load every CUDA kernel the device can run at creation (mhc::warmup), so that no call pays
+  /// the lazy module load at its first launch. On by default.
+  bool warmup = true;
+  /// Bind the workspace to `stream`: a call on another stream throws mhc::Error instead of
+  /// racing. Unbound (the default), the rule is: one stream at a time; a call on another stream
+  /// must be ordered after the previous stream's calls by the caller (an event), or use another
+  /// workspace (one workspace per stream; docs/integration.md).
+  bool bind_stream = false;
+  void* stream = nullptr;  ///< cudaStream_t the workspace is bound to (null: the default stream)
 };
 
 /// @brief Device scratch memory for the split reductions of the CUDA kernels.
@@ -98,10 +131,27 @@ class Workspace {
   Device device() const;
   int64_t max_tokens() const;
   int32_t max_n() const;
+  /// True when bound to one stream (WorkspaceOptions::bind_stream); stream() is that stream.
+  bool bound() const;
+  void* stream() const;
   Impl& impl() const { return *impl_; }
 
  private:
   std::shared_ptr<Impl> impl_;
 };
+
+/// @brief What mhc::warmup did.
+struct WarmupReport {
+  int32_t kernels = 0;  ///< CUDA kernels of the library (src/cuda/kernel_list.cuh)
+  int32_t loaded = 0;   ///< of them, loaded for the device (the rest have no image for its architecture)
+  double seconds = 0;   ///< wall time of the call
+};
+
+/// @brief Loads every CUDA kernel of the library that `device` can run (CUDA loads modules
+/// lazily, at a kernel's first launch, otherwise: a first call then costs several times a later
+/// one). Workspace::create does it (WorkspaceOptions::warmup); call it yourself to warm a device
+/// before its workspaces exist. Idempotent; a CPU device has nothing to load (all zeros).
+/// @throws mhc::Error on a device that is not visible or a build without CUDA asked for CUDA
+WarmupReport warmup(Device device);
 
 }  // namespace mhc

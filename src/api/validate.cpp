@@ -183,6 +183,10 @@ void Checker::exec(const Exec& e) {
               device_name(device_), ", got one on ", device_name(e.workspace->device()));
     MHC_CHECK(config_.n <= e.workspace->max_n(), op_name_, ": exec.workspace: made for n <= ",
               e.workspace->max_n(), " (WorkspaceOptions::max_n), got a call with n = ", config_.n);
+    // A workspace bound to a stream serves that stream only (one workspace per stream).
+    MHC_CHECK(!e.workspace->bound() || e.workspace->stream() == e.stream, op_name_,
+              ": exec.workspace: bound to stream ", e.workspace->stream(), " (WorkspaceOptions::bind_stream), got a call on stream ",
+              e.stream, ": create one workspace per stream");
   }
 }
 

@@ -6,12 +6,26 @@ namespace mhc::detail {
 
 int cuda_device_count() { return 0; }
 
-void cuda_upload_weights(PreparedWeights::Impl&) {
+size_t cuda_prepared_bytes(int32_t, int64_t, int32_t) {
+  MHC_FAIL("prepared_bytes: device cuda requested, but this build of mhc has no CUDA backend");
+}
+
+void cuda_upload_weights(PreparedWeights::Impl&, void*) {
   MHC_FAIL("prepare: device cuda requested, but this build of mhc has no CUDA backend");
+}
+
+void cuda_attach_weights(PreparedWeights::Impl&, const void*) {
+  MHC_FAIL("attach_prepared: device cuda requested, but this build of mhc has no CUDA backend");
 }
 
 void cuda_create_workspace(Workspace::Impl&) {
   MHC_FAIL("Workspace::create: device cuda requested, but this build of mhc has no CUDA backend");
 }
+
+WarmupReport cuda_warmup(Device, std::vector<const void*>*) {
+  MHC_FAIL("warmup: device cuda requested, but this build of mhc has no CUDA backend");
+}
+
+std::vector<KernelName> cuda_kernel_names() { return {}; }
 
 }  // namespace mhc::detail

@@ -8,6 +8,7 @@
 //   scale  [3] (head: [1]), base [rows]
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -16,6 +17,34 @@
 
 namespace mhc {
 
+namespace detail {
+
+/// A host fp32 array the prepared weights own (prepare) or view (the caller's memory: prepare
+/// into a destination, attach_prepared). Reads like the std::vector it replaces.
+class HostFloats {
+ public:
+  HostFloats() = default;
+  HostFloats(std::vector<float> v) : owned_(std::move(v)), ptr_(owned_.data()), size_(owned_.size()) {}  // NOLINT
+  HostFloats(const float* ptr, size_t size) : ptr_(ptr), size_(size) {}
+  HostFloats(HostFloats&&) = default;  // a moved vector keeps its buffer: ptr_ stays valid
+  HostFloats& operator=(HostFloats&&) = default;
+  HostFloats(const HostFloats&) = delete;
+  HostFloats& operator=(const HostFloats&) = delete;
+  const float* data() const { return ptr_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  float operator[](size_t i) const { return ptr_[i]; }
+  /// True when the array lives in memory the weights do not own.
+  bool is_view() const { return owned_.empty() && ptr_ != nullptr; }
+
+ private:
+  std::vector<float> owned_;
+  const float* ptr_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace detail
+
 struct PreparedWeights::Impl {
   int32_t n = 0;
   int64_t H = 0;
@@ -23,11 +52,14 @@ struct PreparedWeights::Impl {
   bool head = false;
   Device device{};
 
-  // host copies (fp32, exact)
-  std::vector<float> fn;    // [rows, K]
-  std::vector<float> fn_b;  // [rows, H]
-  std::vector<float> scale; // [3] or [1]
-  std::vector<float> base;  // [rows]
+  // host copies (fp32, exact). For CPU weights prepared into a destination (or attached) they
+  // view the caller's buffer, laid out [fn][fn_b][scale][base] (prepared_bytes); CUDA weights in
+  // a caller's buffer keep them only where prepare computed them (attach_prepared has none, and
+  // no CUDA call reads them).
+  detail::HostFloats fn;    // [rows, K]
+  detail::HostFloats fn_b;  // [rows, H]
+  detail::HostFloats scale; // [3] or [1]
+  detail::HostFloats base;  // [rows]
 
   // device copies (CUDA only; owned by `device_memory`)
   const float* d_fn_t = nullptr;    // [K, rows]
@@ -38,7 +70,8 @@ struct PreparedWeights::Impl {
   // reproduces fp32 to ~2^-24), laid out in mma.m16n8k16 B-fragment order so each warp loads
   // its fragments with coalesced 8-byte reads. Null when the shape is outside that path.
   const uint32_t* d_fn_frag = nullptr;
-  std::shared_ptr<void> device_memory;
+  std::shared_ptr<void> device_memory;  // null where the copies live in the caller's memory
+  bool caller_memory = false;           // prepared into a destination / attached
 };
 
 struct Workspace::Impl {
@@ -56,6 +89,9 @@ struct Workspace::Impl {
   // The one-launch decode kernel (src/cuda/n4/decode_kernel.cu), set by cuda_create_workspace:
   int64_t decode_tokens = 0;     // largest T it takes with this workspace (0: none)
   uint32_t* decode_counters = nullptr;  // [3] its tickets / arrivals / done counters (zeroed once)
+  bool warmup = true;            // WorkspaceOptions::warmup: load every kernel at creation
+  bool bind_stream = false;      // WorkspaceOptions::bind_stream: calls on another stream throw
+  void* stream = nullptr;        // WorkspaceOptions::stream: the stream it is bound to
   std::shared_ptr<void> device_memory;
 };
 

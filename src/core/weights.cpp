@@ -1,7 +1,9 @@
-// src/core/weights.cpp - prepare(), prepare_head() and Workspace::create().
+// src/core/weights.cpp - prepare(), prepare_head() (into memory they allocate or into the
+// caller's), prepared_bytes(), attach_prepared() and Workspace::create().
 #include "mhc/weights.hpp"
 
 #include <cstring>
+#include <vector>
 
 #include "mhc/error.hpp"
 #include "src/core/cuda_hooks.hpp"
@@ -16,6 +18,8 @@ bool PreparedWeights::is_head() const { return impl_->head; }
 Device PreparedWeights::device() const { return impl_->device; }
 
 Device Workspace::device() const { return impl_->device; }
+bool Workspace::bound() const { return impl_->bind_stream; }
+void* Workspace::stream() const { return impl_->stream; }
 int64_t Workspace::max_tokens() const { return impl_->max_tokens; }
 int32_t Workspace::max_n() const { return impl_->max_n; }
 
@@ -50,29 +54,70 @@ void check_dims(int32_t n, int64_t H) {
   MHC_CHECK(H >= 1 && H <= kMaxHidden, "prepare: H must be in 1..", kMaxHidden, " (mhc::kMaxHidden), got ", H);
 }
 
-PreparedWeights finish(std::shared_ptr<PreparedWeights::Impl> w, Device device) {
+PreparedWeights finish(std::shared_ptr<PreparedWeights::Impl> w, Device device, void* destination) {
   // fn_b[r, h] = sum_j fn[r, j*H + h]: the weight of a broadcast (n identical streams) input.
   const int64_t H = w->H, K = w->n * H;
-  w->fn_b.assign(static_cast<size_t>(w->rows * H), 0.0f);
+  std::vector<float> fn_b(static_cast<size_t>(w->rows * H), 0.0f);
   for (int32_t r = 0; r < w->rows; ++r) {
     for (int64_t h = 0; h < H; ++h) {
       double sum = 0.0;
       for (int32_t j = 0; j < w->n; ++j) sum += w->fn[r * K + j * H + h];
-      w->fn_b[r * H + h] = static_cast<float>(sum);
+      fn_b[r * H + h] = static_cast<float>(sum);
     }
   }
+  w->fn_b = std::move(fn_b);
   w->device = device;
   if (device.type == DeviceType::kCUDA) {
-    detail::cuda_upload_weights(*w);
+    detail::cuda_upload_weights(*w, destination);
+    w->caller_memory = destination != nullptr;
   } else {
     MHC_CHECK(device.type == DeviceType::kCPU, "prepare: unsupported device ", device_name(device));
+    if (destination != nullptr) {
+      // The CPU layout [fn][fn_b][scale][base] in the caller's memory; the weights view it.
+      float* dst = static_cast<float*>(destination);
+      detail::HostFloats* parts[] = {&w->fn, &w->fn_b, &w->scale, &w->base};
+      for (detail::HostFloats* part : parts) {
+        const size_t count = part->size();
+        if (count != 0) std::memcpy(dst, part->data(), count * sizeof(float));
+        *part = detail::HostFloats(dst, count);
+        dst += count;
+      }
+      w->caller_memory = true;
+    }
   }
   return PreparedWeights(std::move(w));
 }
 
+int32_t block_rows(int32_t n, bool head) { return head ? n : (n + 2) * n; }
+
+// Floats of the CPU layout: fn [rows, n*H], fn_b [rows, H], scale [3 | 1], base [rows].
+size_t cpu_prepared_floats(int32_t n, int64_t H, bool head) {
+  const int64_t rows = block_rows(n, head);
+  return static_cast<size_t>(rows * n * H + rows * H + (head ? 1 : 3) + rows);
+}
+
+// Checks a caller's buffer for prepared weights of this shape; returns its data pointer.
+void* check_buffer(const TensorView& t, const char* op, const char* name, int32_t n, int64_t H, bool head) {
+  MHC_CHECK(t.present(), op, ": ", name, ": required tensor is absent");
+  MHC_CHECK(t.device.type == DeviceType::kCPU || t.device.type == DeviceType::kCUDA, op, ": ", name,
+            ": unsupported device ", device_name(t.device));
+  MHC_CHECK(t.is_contiguous(), op, ": ", name, ": expected a contiguous tensor (shape ", shape_string(t), ")");
+  const size_t need = prepared_bytes(n, H, head, t.device);
+  int64_t have = 0;
+  MHC_CHECK(mul_fits(t.numel(), dtype_size(t.dtype), &have), op, ": ", name, ": size overflows");
+  MHC_CHECK(static_cast<size_t>(have) >= need, op, ": ", name, ": holds ", have, " bytes, prepared weights of n = ", n,
+            ", H = ", H, (head ? " (head)" : ""), " on ", device_name(t.device), " need ", need,
+            " (mhc::prepared_bytes)");
+  MHC_CHECK(t.data != nullptr, op, ": ", name, ": null data pointer");
+  MHC_CHECK(reinterpret_cast<uintptr_t>(t.data) % 16 == 0, op, ": ", name, ": data pointer is not 16-byte aligned");
+  return t.data;
+}
+
 }  // namespace
 
-PreparedWeights prepare(const MixWeightsView& weights, int32_t n, int64_t H, Device device) {
+namespace {
+
+std::shared_ptr<PreparedWeights::Impl> mix_impl(const MixWeightsView& weights, int32_t n, int64_t H) {
   check_dims(n, H);
   auto w = std::make_shared<PreparedWeights::Impl>();
   w->n = n;
@@ -82,10 +127,10 @@ PreparedWeights prepare(const MixWeightsView& weights, int32_t n, int64_t H, Dev
   w->fn = host_copy(weights.fn, "fn", {w->rows, n * H});
   w->scale = host_copy(weights.scale, "scale", {3});
   w->base = host_copy(weights.base, "base", {w->rows});
-  return finish(std::move(w), device);
+  return w;
 }
 
-PreparedWeights prepare_head(const HeadWeightsView& weights, int32_t n, int64_t H, Device device) {
+std::shared_ptr<PreparedWeights::Impl> head_impl(const HeadWeightsView& weights, int32_t n, int64_t H) {
   check_dims(n, H);
   auto w = std::make_shared<PreparedWeights::Impl>();
   w->n = n;
@@ -95,7 +140,61 @@ PreparedWeights prepare_head(const HeadWeightsView& weights, int32_t n, int64_t 
   w->fn = host_copy(weights.fn, "fn_head", {n, n * H});
   w->scale = host_copy(weights.scale, "scale_head", {1});
   w->base = host_copy(weights.base, "base_head", {n});
-  return finish(std::move(w), device);
+  return w;
+}
+
+}  // namespace
+
+PreparedWeights prepare(const MixWeightsView& weights, int32_t n, int64_t H, Device device) {
+  return finish(mix_impl(weights, n, H), device, nullptr);
+}
+
+PreparedWeights prepare_head(const HeadWeightsView& weights, int32_t n, int64_t H, Device device) {
+  return finish(head_impl(weights, n, H), device, nullptr);
+}
+
+PreparedWeights prepare(const MixWeightsView& weights, int32_t n, int64_t H, const TensorView& destination) {
+  check_dims(n, H);
+  void* dst = check_buffer(destination, "prepare", "destination", n, H, false);
+  return finish(mix_impl(weights, n, H), destination.device, dst);
+}
+
+PreparedWeights prepare_head(const HeadWeightsView& weights, int32_t n, int64_t H, const TensorView& destination) {
+  check_dims(n, H);
+  void* dst = check_buffer(destination, "prepare_head", "destination", n, H, true);
+  return finish(head_impl(weights, n, H), destination.device, dst);
+}
+
+size_t prepared_bytes(int32_t n, int64_t H, bool head, Device device) {
+  check_dims(n, H);
+  if (device.type == DeviceType::kCUDA) return detail::cuda_prepared_bytes(n, H, block_rows(n, head));
+  MHC_CHECK(device.type == DeviceType::kCPU, "prepared_bytes: unsupported device ", device_name(device));
+  return cpu_prepared_floats(n, H, head) * sizeof(float);
+}
+
+PreparedWeights attach_prepared(const TensorView& buffer, int32_t n, int64_t H, bool head) {
+  check_dims(n, H);
+  void* data = check_buffer(buffer, "attach_prepared", "buffer", n, H, head);
+  auto w = std::make_shared<PreparedWeights::Impl>();
+  w->n = n;
+  w->H = H;
+  w->rows = block_rows(n, head);
+  w->head = head;
+  w->device = buffer.device;
+  w->caller_memory = true;
+  if (buffer.device.type == DeviceType::kCUDA) {
+    detail::cuda_attach_weights(*w, data);
+  } else {
+    const float* src = static_cast<const float*>(data);
+    const size_t rows = static_cast<size_t>(w->rows);
+    const size_t sizes[] = {rows * static_cast<size_t>(n * H), rows * static_cast<size_t>(H), head ? 1u : 3u, rows};
+    detail::HostFloats* parts[] = {&w->fn, &w->fn_b, &w->scale, &w->base};
+    for (int i = 0; i < 4; ++i) {
+      *parts[i] = detail::HostFloats(src, sizes[i]);
+      src += sizes[i];
+    }
+  }
+  return PreparedWeights(std::move(w));
 }
 
 Workspace Workspace::create(Device device, int64_t max_tokens, int32_t max_n) {
@@ -121,8 +220,19 @@ Workspace Workspace::create(Device device, const WorkspaceOptions& o) {
   ws.impl_->max_n = o.max_n;
   ws.impl_->n4_slice_tokens = o.n4_slice_tokens;
   ws.impl_->decode_max_tokens = o.decode_max_tokens;
+  ws.impl_->warmup = o.warmup;
+  ws.impl_->bind_stream = o.bind_stream;
+  ws.impl_->stream = o.stream;
+  MHC_CHECK(o.stream == nullptr || o.bind_stream,
+            "Workspace::create: stream is given but bind_stream is false (set bind_stream to bind the workspace)");
   if (device.type == DeviceType::kCUDA) detail::cuda_create_workspace(*ws.impl_);
   return ws;
+}
+
+WarmupReport warmup(Device device) {
+  if (device.type == DeviceType::kCPU) return WarmupReport{};
+  MHC_CHECK(device.type == DeviceType::kCUDA, "warmup: unsupported device ", device_name(device));
+  return detail::cuda_warmup(device);
 }
 
 }  // namespace mhc

@@ -1,10 +1,14 @@
-// src/cuda/backend.cu - device-side weight upload, workspace allocation, device queries.
+// src/cuda/backend.cu - device-side weight upload (into memory it allocates or the caller's),
+// workspace allocation, warmup (loading every kernel), device queries.
 //
-// Everything here runs at load time (prepare, Workspace::create), never per call.
+// Everything here runs at load time (prepare, Workspace::create, warmup), never per call.
+#include <chrono>
 #include <vector>
 
 #include "src/core/cuda_hooks.hpp"
 #include "src/cuda/check.cuh"
+#include "src/cuda/kernel_list.cuh"
+#include "src/cuda/n4/config.cuh"
 #include "src/cuda/variants.hpp"
 
 namespace mhc::detail {
@@ -54,7 +58,53 @@ int cuda_device_count() {
   return count;
 }
 
-void cuda_upload_weights(PreparedWeights::Impl& w) {
+namespace {
+
+// The CUDA layout of prepared weights, in floats (32-bit words) from the start of the block:
+// [fragments (n4 path only, padded to 4 words)][fn_t][fn_b_t][scale][base][16 words of slack].
+struct CudaLayout {
+  size_t frag = 0, fn_t = 0, fn_b_t = 0, scale = 0, base = 0, total = 0;  // offsets; total: size
+  size_t frag_words = 0;  // the fragments' own size (unpadded)
+};
+
+CudaLayout cuda_layout(int32_t n, int64_t H, int32_t rows, bool head) {
+  CudaLayout l;
+  // n4_fragments' size (src/cuda/n4/fragments.cu; cuda_upload_weights checks that they agree).
+  if (n == cuda::n4::kN && H % cuda::n4::kSliceK == 0 && H <= cuda::n4::kMaxH) {
+    l.frag_words = static_cast<size_t>(H / cuda::n4::kChunkCols) * cuda::n4::kFragWords * 2;
+  }
+  const size_t K = static_cast<size_t>(n) * static_cast<size_t>(H);
+  l.frag = 0;
+  l.fn_t = (l.frag_words + 3) / 4 * 4;  // keep what follows 16-byte aligned
+  l.fn_b_t = l.fn_t + K * static_cast<size_t>(rows);
+  l.scale = l.fn_b_t + static_cast<size_t>(H) * static_cast<size_t>(rows);
+  l.base = l.scale + (head ? 1 : 3);
+  l.total = l.base + static_cast<size_t>(rows) + 16;
+  return l;
+}
+
+void point_into(PreparedWeights::Impl& w, const void* block, const CudaLayout& l) {
+  const float* base_ptr = static_cast<const float*>(block);
+  w.d_fn_frag = l.frag_words != 0 ? reinterpret_cast<const uint32_t*>(base_ptr + l.frag) : nullptr;
+  w.d_fn_t = base_ptr + l.fn_t;
+  w.d_fn_b_t = base_ptr + l.fn_b_t;
+  w.d_scale = base_ptr + l.scale;
+  w.d_base = base_ptr + l.base;
+}
+
+}  // namespace
+
+size_t cuda_prepared_bytes(int32_t n, int64_t H, int32_t rows) {
+  return cuda_layout(n, H, rows, rows == n).total * sizeof(float);
+}
+
+void cuda_attach_weights(PreparedWeights::Impl& w, const void* buffer) {
+  MHC_CHECK(w.device.id >= 0 && w.device.id < cuda_device_count(), "attach_prepared: device ",
+            device_name(w.device), " is not a visible CUDA device (", cuda_device_count(), " visible)");
+  point_into(w, buffer, cuda_layout(w.n, w.H, w.rows, w.head));
+}
+
+void cuda_upload_weights(PreparedWeights::Impl& w, void* destination) {
   MHC_CHECK(w.device.id >= 0 && w.device.id < cuda_device_count(), "prepare: device ",
             device_name(w.device), " is not a visible CUDA device (", cuda_device_count(), " visible)");
   const int64_t rows = w.rows, H = w.H, K = w.n * H;
@@ -66,28 +116,55 @@ void cuda_upload_weights(PreparedWeights::Impl& w) {
     for (int64_t h = 0; h < H; ++h) fn_b_t[h * rows + r] = w.fn_b[r * H + h];
   }
   const std::vector<uint32_t> frag = cuda::n4_fragments(w);
-  const size_t n_fn = fn_t.size(), n_fnb = fn_b_t.size(), n_scale = w.scale.size(), n_base = w.base.size();
-  const size_t n_frag = (frag.size() + 3) / 4 * 4;  // keep what follows 16-byte aligned
-  const size_t total = n_frag + n_fn + n_fnb + n_scale + n_base + 16;
-  w.device_memory = device_alloc(w.device, total * sizeof(float));
-  float* base_ptr = static_cast<float*>(w.device_memory.get());
-  auto* d_frag = reinterpret_cast<uint32_t*>(base_ptr);
-  float* d_fn_t = base_ptr + n_frag;
-  float* d_fn_b_t = d_fn_t + n_fn;
-  float* d_scale = d_fn_b_t + n_fnb;
-  float* d_base = d_scale + n_scale;
-  MHC_CUDA_CHECK(cudaMemcpy(d_fn_t, fn_t.data(), n_fn * sizeof(float), cudaMemcpyHostToDevice));
-  MHC_CUDA_CHECK(cudaMemcpy(d_fn_b_t, fn_b_t.data(), n_fnb * sizeof(float), cudaMemcpyHostToDevice));
-  MHC_CUDA_CHECK(cudaMemcpy(d_scale, w.scale.data(), n_scale * sizeof(float), cudaMemcpyHostToDevice));
-  MHC_CUDA_CHECK(cudaMemcpy(d_base, w.base.data(), n_base * sizeof(float), cudaMemcpyHostToDevice));
-  if (!frag.empty()) {
-    MHC_CUDA_CHECK(cudaMemcpy(d_frag, frag.data(), frag.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
-    w.d_fn_frag = d_frag;
+  const CudaLayout l = cuda_layout(w.n, w.H, w.rows, w.head);
+  MHC_CHECK(frag.size() == l.frag_words, "prepare: the n4 fragments hold ", frag.size(), " words, the layout expects ",
+            l.frag_words, " (src/cuda/backend.cu cuda_layout and src/cuda/n4/fragments.cu disagree)");
+  void* block = destination;
+  if (block == nullptr) {
+    w.device_memory = device_alloc(w.device, l.total * sizeof(float));
+    block = w.device_memory.get();
   }
-  w.d_fn_t = d_fn_t;
-  w.d_fn_b_t = d_fn_b_t;
-  w.d_scale = d_scale;
-  w.d_base = d_base;
+  float* base_ptr = static_cast<float*>(block);
+  const DeviceGuard guard(w.device.id);
+  MHC_CUDA_CHECK(cudaMemcpy(base_ptr + l.fn_t, fn_t.data(), fn_t.size() * sizeof(float), cudaMemcpyHostToDevice));
+  MHC_CUDA_CHECK(cudaMemcpy(base_ptr + l.fn_b_t, fn_b_t.data(), fn_b_t.size() * sizeof(float), cudaMemcpyHostToDevice));
+  MHC_CUDA_CHECK(cudaMemcpy(base_ptr + l.scale, w.scale.data(), w.scale.size() * sizeof(float), cudaMemcpyHostToDevice));
+  MHC_CUDA_CHECK(cudaMemcpy(base_ptr + l.base, w.base.data(), w.base.size() * sizeof(float), cudaMemcpyHostToDevice));
+  if (!frag.empty()) {
+    MHC_CUDA_CHECK(cudaMemcpy(base_ptr + l.frag, frag.data(), frag.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
+  }
+  point_into(w, block, l);
+}
+
+WarmupReport cuda_warmup(Device device, std::vector<const void*>* loaded) {
+  MHC_CHECK(device.id >= 0 && device.id < cuda_device_count(), "warmup: device ", device_name(device),
+            " is not a visible CUDA device (", cuda_device_count(), " visible)");
+  const auto t0 = std::chrono::steady_clock::now();
+  const DeviceGuard guard(device.id);
+  WarmupReport r;
+  for (const cuda::KernelEntry& k : cuda::all_kernels()) {
+    ++r.kernels;
+    // cudaFuncGetAttributes makes the lazy loader load the kernel's module and function.
+    cudaFuncAttributes attr{};
+    const cudaError_t err = cudaFuncGetAttributes(&attr, k.fn);
+    if (err == cudaSuccess) {
+      ++r.loaded;
+      if (loaded != nullptr) loaded->push_back(k.fn);
+    } else if (err == cudaErrorInvalidDeviceFunction || err == cudaErrorNoKernelImageForDevice) {
+      cudaGetLastError();  // no image for this architecture: the kernel cannot run here
+    } else {
+      MHC_FAIL("warmup: loading ", k.name, " on ", device_name(device), " failed: ", cudaGetErrorName(err), " (",
+               cudaGetErrorString(err), ")");
+    }
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::vector<KernelName> cuda_kernel_names() {
+  std::vector<KernelName> out;
+  for (const cuda::KernelEntry& k : cuda::all_kernels()) out.push_back(KernelName{k.fn, k.name});
+  return out;
 }
 
 void cuda_create_workspace(Workspace::Impl& ws) {
@@ -113,6 +190,7 @@ void cuda_create_workspace(Workspace::Impl& ws) {
     MHC_CUDA_CHECK(cudaMemset(ws.decode_counters, 0, 256));
     MHC_CUDA_CHECK(cudaDeviceSynchronize());
   }
+  if (ws.warmup) cuda_warmup(ws.device);
 }
 
 }  // namespace mhc::detail

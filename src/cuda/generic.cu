@@ -16,6 +16,8 @@
 #include "src/cuda/check.cuh"
 #include "src/cuda/epilogue.cuh"
 #include "src/cuda/exact_sum.cuh"
+#include "src/cuda/kernel_list.cuh"
+#include "src/cuda/launch.cuh"
 #include "src/cuda/reduce.cuh"
 #include "src/cuda/variants.hpp"
 
@@ -187,11 +189,24 @@ GenericParams make_params(const detail::Problem& p) {
 template <int N>
 void launch(const GenericParams& g, int64_t T, cudaStream_t stream) {
   const int64_t grid = T < 65535 * 16 ? T : 65535 * 16;
-  generic_kernel<N><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(g);
-  MHC_CUDA_CHECK_LAUNCH();
+  LaunchCtx ctx;  // no programmatic dependent launch: plain stream order
+  ctx.stream = stream;
+  launch_kernel(generic_kernel<N>, dim3(static_cast<unsigned>(grid)), kThreads, 0, ctx, g);
 }
 
 }  // namespace
+
+// The kernels of this file, for warmup (src/cuda/kernel_list.cuh): one per n.
+void list_generic_kernels(KernelList& out) {
+  add_kernel(out, generic_kernel<1>, "generic_kernel<1>");
+  add_kernel(out, generic_kernel<2>, "generic_kernel<2>");
+  add_kernel(out, generic_kernel<3>, "generic_kernel<3>");
+  add_kernel(out, generic_kernel<4>, "generic_kernel<4>");
+  add_kernel(out, generic_kernel<5>, "generic_kernel<5>");
+  add_kernel(out, generic_kernel<6>, "generic_kernel<6>");
+  add_kernel(out, generic_kernel<7>, "generic_kernel<7>");
+  add_kernel(out, generic_kernel<8>, "generic_kernel<8>");
+}
 
 bool generic_supports(const detail::Problem& p) {
   return p.device.type == DeviceType::kCUDA && p.n >= 1 && p.n <= kMaxStreams && p.H >= 1;

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include "src/core/launch_record.hpp"
 #include "src/cuda/check.cuh"
 
 namespace mhc::cuda {
@@ -42,6 +43,9 @@ void launch_kernel(void (*kernel)(Params), dim3 grid, int threads, size_t smem, 
   cfg.stream = ctx.stream;
   cfg.attrs = attrs;
   cfg.numAttrs = count;
+  // Test-only: report the kernel to an installed recorder (src/core/launch_record.hpp).
+  const detail::LaunchRecorderSlot& rec = detail::g_launch_recorder;
+  if (rec.recorder != nullptr) rec.recorder(reinterpret_cast<const void*>(kernel), rec.user);
   MHC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, params));
 }
 

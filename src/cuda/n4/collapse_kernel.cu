@@ -73,3 +73,8 @@ void launch_collapse_kernel(const N4Params& p, const LaunchCtx& ctx) {
 }
 
 }  // namespace mhc::cuda::n4
+
+// The kernels this file launches, for warmup (src/cuda/kernel_list.cuh; tests/test_engine.cpp checks
+// that every launched kernel is listed).
+#include "src/cuda/kernel_list.cuh"
+void mhc::cuda::n4::list_collapse_kernels(KernelList& out) { add_kernel(out, collapse_kernel, "n4::collapse_kernel"); }

@@ -109,3 +109,12 @@ void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx) {
 }
 
 }  // namespace mhc::cuda::n4
+
+// The kernels this file launches, for warmup (src/cuda/kernel_list.cuh; tests/test_engine.cpp checks
+// that every launched kernel is listed).
+#include "src/cuda/kernel_list.cuh"
+void mhc::cuda::n4::list_collapse_stream_kernels(KernelList& out) {
+  add_kernel(out, collapse_stream_kernel<2>, "n4::collapse_stream_kernel<2>");
+  add_kernel(out, collapse_stream_kernel<4>, "n4::collapse_stream_kernel<4>");
+  add_kernel(out, collapse_stream_kernel<8>, "n4::collapse_stream_kernel<8>");
+}

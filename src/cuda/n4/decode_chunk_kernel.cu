@@ -249,3 +249,11 @@ void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* cou
 }
 
 }  // namespace mhc::cuda::n4
+
+// The kernels this file launches, for warmup (src/cuda/kernel_list.cuh; tests/test_engine.cpp checks
+// that every launched kernel is listed).
+#include "src/cuda/kernel_list.cuh"
+void mhc::cuda::n4::list_decode_chunk_kernels(KernelList& out) {
+  add_kernel(out, decode_chunk_kernel<false>, "n4::decode_chunk_kernel<false>");
+  add_kernel(out, decode_chunk_kernel<true>, "n4::decode_chunk_kernel<true> (post)");
+}

@@ -378,3 +378,11 @@ void launch_decode_kernel(const N4Params& p, float* scratch, uint32_t* counters,
 }
 
 }  // namespace mhc::cuda::n4
+
+// The kernels this file launches, for warmup (src/cuda/kernel_list.cuh; tests/test_engine.cpp checks
+// that every launched kernel is listed).
+#include "src/cuda/kernel_list.cuh"
+void mhc::cuda::n4::list_decode_kernels(KernelList& out) {
+  add_kernel(out, decode_kernel<false>, "n4::decode_kernel<false>");
+  add_kernel(out, decode_kernel<true>, "n4::decode_kernel<true> (lean)");
+}

@@ -113,3 +113,8 @@ void launch_finalize_kernel(const N4Params& p, float* pre, const LaunchCtx& ctx)
 }
 
 }  // namespace mhc::cuda::n4
+
+// The kernels this file launches, for warmup (src/cuda/kernel_list.cuh; tests/test_engine.cpp checks
+// that every launched kernel is listed).
+#include "src/cuda/kernel_list.cuh"
+void mhc::cuda::n4::list_finalize_kernels(KernelList& out) { add_kernel(out, finalize_kernel, "n4::finalize_kernel"); }

@@ -259,3 +259,8 @@ void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx) {
 }
 
 }  // namespace mhc::cuda::n4
+
+// The kernels this file launches, for warmup (src/cuda/kernel_list.cuh; tests/test_engine.cpp checks
+// that every launched kernel is listed).
+#include "src/cuda/kernel_list.cuh"
+void mhc::cuda::n4::list_gemm_kernels(KernelList& out) { add_kernel(out, gemm_kernel, "n4::gemm_kernel"); }

@@ -257,3 +257,8 @@ void launch_mix_kernel(const N4Params& p, const LaunchCtx& ctx) {
 }
 
 }  // namespace mhc::cuda::n4
+
+// The kernels this file launches, for warmup (src/cuda/kernel_list.cuh; tests/test_engine.cpp checks
+// that every launched kernel is listed).
+#include "src/cuda/kernel_list.cuh"
+void mhc::cuda::n4::list_mix_kernels(KernelList& out) { add_kernel(out, mix_kernel, "n4::mix_kernel"); }

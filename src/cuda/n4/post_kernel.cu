@@ -182,3 +182,12 @@ void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant) {
 }
 
 }  // namespace mhc::cuda::n4
+
+// The kernels this file launches, for warmup (src/cuda/kernel_list.cuh; tests/test_engine.cpp checks
+// that every launched kernel is listed).
+#include "src/cuda/kernel_list.cuh"
+void mhc::cuda::n4::list_post_kernels(KernelList& out) {
+  add_kernel(out, post_flat_kernel, "n4::post_flat_kernel");
+  add_kernel(out, post_rows_kernel, "n4::post_rows_kernel");
+  add_kernel(out, post_pipelined_kernel, "n4::post_pipelined_kernel");
+}

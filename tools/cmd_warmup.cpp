@@ -1,0 +1,272 @@
+// tools/cmd_warmup.cpp - `mhc warmup`: how long Workspace::create (with its warmup: every kernel
+// loaded) takes for a model preset and max tokens, and, with --first-call, the first call of
+// each operator against its steady state in this (fresh) process: the startup row of
+// docs/performance-spec.md (< 100 ms at max_tokens = 65536; first call within 1.5x).
+//
+//   mhc warmup [--model NAME] [--max-tokens N] [--device cuda:0] [--first-call] [--tokens T]
+//              [--no-warmup] [--out FILE.jsonl]
+//
+// --no-warmup creates the workspace without loading the kernels, to show the stall it removes.
+// --out appends one JSON object per line (the create row, then one row per operator).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mhc/mhc.hpp"
+#include "tools/cli.hpp"
+#include "tools/model.hpp"
+
+#ifdef MHC_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace mhc::cli {
+
+namespace {
+
+struct WarmupOptions {
+  std::string model = "deepseek-v4-flash";
+  int64_t max_tokens = 65536;
+  std::string device = "cuda:0";
+  bool first_call = false;
+  int64_t tokens = 1;
+  bool no_warmup = false;
+  std::string out;
+};
+
+double now_ms() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double, std::milli>(clock::now().time_since_epoch()).count();
+}
+
+Device parse_device(const std::string& s) {
+  if (s == "cpu") return Device{};
+  if (s == "cuda") return Device{DeviceType::kCUDA, 0};
+  MHC_CHECK(s.rfind("cuda:", 0) == 0 && s.size() > 5 && s.size() < 12 &&
+                s.find_first_not_of("0123456789", 5) == std::string::npos,
+            "--device: expected cpu, cuda or cuda:N, got '", s, "'");
+  return Device{DeviceType::kCUDA, std::stoi(s.substr(5))};
+}
+
+void sync() {
+#ifdef MHC_WITH_CUDA
+  const cudaError_t err = cudaDeviceSynchronize();
+  MHC_CHECK(err == cudaSuccess, "cudaDeviceSynchronize failed: ", cudaGetErrorString(err));
+#endif
+}
+
+// Device (or host) memory for one tensor, filled with `bytes` of host data.
+struct Mem {
+  void* ptr = nullptr;
+  bool gpu = false;
+  std::vector<uint8_t> host;
+  Mem(const void* src, size_t bytes, bool on_gpu) : gpu(on_gpu) {
+    if (!gpu) {
+      host.assign(static_cast<const uint8_t*>(src), static_cast<const uint8_t*>(src) + bytes);
+      ptr = host.data();
+      return;
+    }
+#ifdef MHC_WITH_CUDA
+    MHC_CHECK(cudaMalloc(&ptr, bytes == 0 ? 16 : bytes) == cudaSuccess, "cudaMalloc of ", bytes, " bytes failed");
+    MHC_CHECK(cudaMemcpy(ptr, src, bytes, cudaMemcpyHostToDevice) == cudaSuccess, "cudaMemcpy failed");
+#endif
+  }
+  Mem(const Mem&) = delete;
+  Mem& operator=(const Mem&) = delete;
+  ~Mem() {
+#ifdef MHC_WITH_CUDA
+    if (gpu && ptr != nullptr) cudaFree(ptr);
+#endif
+  }
+};
+
+void emit(const WarmupOptions& o, const std::string& json) {
+  std::printf("%s\n", json.c_str());
+  if (o.out.empty()) return;
+  std::ofstream f(o.out, std::ios::app);
+  MHC_CHECK(f.good(), "--out: cannot append to ", o.out);
+  f << json << "\n";
+}
+
+int run_warmup(const WarmupOptions& o) {
+  const ModelPreset& preset = model_preset(o.model);
+  const Config c = preset.config;
+  const Device device = parse_device(o.device);
+  MHC_CHECK(device.type == DeviceType::kCPU || cuda_available(), "warmup: ", o.device,
+            " requested, but no CUDA device is visible (or mhc was built without CUDA)");
+  MHC_CHECK(o.max_tokens >= 1, "--max-tokens: expected >= 1, got ", o.max_tokens);
+  MHC_CHECK(o.tokens >= 1 && o.tokens <= o.max_tokens, "--tokens: expected 1..max-tokens, got ", o.tokens);
+
+  // Everything timed is the first thing of its kind in this process.
+  WorkspaceOptions wo;
+  wo.max_tokens = o.max_tokens;
+  wo.max_n = c.n;
+  wo.warmup = !o.no_warmup;
+  const double t0 = now_ms();
+  Workspace ws = Workspace::create(device, wo);
+  const double create_ms = now_ms() - t0;
+  const double t1 = now_ms();
+  const WarmupReport again = warmup(device);  // after create: everything is loaded already
+  const double again_ms = now_ms() - t1;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "{\"what\": \"workspace_create\", \"model\": \"%s\", \"device\": \"%s\", \"max_tokens\": %lld, "
+                "\"warmup\": %s, \"create_ms\": %.3f, \"kernels\": %d, \"loaded\": %d, \"warmup_again_ms\": %.3f, "
+                "\"version\": \"%s\"}",
+                preset.name.c_str(), o.device.c_str(), static_cast<long long>(o.max_tokens),
+                o.no_warmup ? "false" : "true", create_ms, again.kernels, again.loaded, again_ms, version());
+  emit(o, line);
+  std::fprintf(stderr, "mhc warmup: Workspace::create(%s, max_tokens %lld)%s: %.2f ms; %d of %d kernels loaded\n",
+               o.device.c_str(), static_cast<long long>(o.max_tokens), o.no_warmup ? " without warmup" : "",
+               create_ms, again.loaded, again.kernels);
+  if (!o.first_call) return 0;
+
+  // The first call of each operator, then the median of later ones (wall clock with sync).
+  const bool gpu = device.type == DeviceType::kCUDA;
+  const int64_t T = o.tokens, n = c.n, H = c.H, K = c.K(), rows = c.M();
+  tools::Rng rng(7);
+  const std::vector<uint16_t> res_h = tools::random_bf16(static_cast<size_t>(T * n * H), rng);
+  const std::vector<uint16_t> x_h = tools::random_bf16(static_cast<size_t>(T * H), rng);
+  const std::vector<uint16_t> norm_h = tools::random_bf16(static_cast<size_t>(H), rng, 0.1);
+  std::vector<float> post_h(static_cast<size_t>(T * n), 0.5f), comb_h(static_cast<size_t>(T * n * n), 0.25f);
+  const std::vector<float> fn = tools::random_f32(static_cast<size_t>(rows * K), rng, 0.01);
+  const std::vector<float> scale = {1.0f, 1.0f, 1.0f}, base(static_cast<size_t>(rows), 0.1f);
+  const std::vector<float> hfn = tools::random_f32(static_cast<size_t>(n * K), rng, 0.01);
+  const std::vector<float> hscale = {1.0f}, hbase(static_cast<size_t>(n), 0.1f);
+  const PreparedWeights w = prepare({make_view(fn.data(), DType::kFloat32, {rows, K}),
+                                     make_view(scale.data(), DType::kFloat32, {3}),
+                                     make_view(base.data(), DType::kFloat32, {rows})},
+                                    c.n, H, device);
+  const PreparedWeights hw = prepare_head({make_view(hfn.data(), DType::kFloat32, {n, K}),
+                                           make_view(hscale.data(), DType::kFloat32, {1}),
+                                           make_view(hbase.data(), DType::kFloat32, {n})},
+                                          c.n, H, device);
+  Mem residual(res_h.data(), res_h.size() * 2, gpu), x(x_h.data(), x_h.size() * 2, gpu);
+  Mem norm(norm_h.data(), norm_h.size() * 2, gpu), post(post_h.data(), post_h.size() * 4, gpu);
+  Mem comb(comb_h.data(), comb_h.size() * 4, gpu);
+  Mem residual_out(res_h.data(), res_h.size() * 2, gpu), layer_input(x_h.data(), x_h.size() * 2, gpu);
+  Mem post_out(post_h.data(), post_h.size() * 4, gpu), comb_out(comb_h.data(), comb_h.size() * 4, gpu);
+  Mem pre_out(post_h.data(), post_h.size() * 4, gpu);
+  auto view = [&](const Mem& m, DType dt, std::initializer_list<int64_t> shape) {
+    return make_view(m.ptr, dt, shape, device);
+  };
+  Exec exec;
+  exec.workspace = gpu ? &ws : nullptr;
+
+  struct OpRun {
+    const char* name;
+    std::function<void()> call;
+  };
+  const DType bf = DType::kBFloat16, f32 = DType::kFloat32;
+  std::vector<OpRun> ops;
+  ops.push_back({"pre_broadcast", [&] {
+                   PreBroadcastArgs a;
+                   a.config = c;
+                   a.embedding = view(x, bf, {T, H});
+                   a.weights = &w;
+                   a.rmsnorm_weight = view(norm, bf, {H});
+                   a.layer_input = view(layer_input, bf, {T, H});
+                   a.post_mix = view(post_out, f32, {T, n});
+                   a.comb_mix = view(comb_out, f32, {T, n, n});
+                   a.exec = exec;
+                   pre_broadcast(a);
+                 }});
+  ops.push_back({"post_pre", [&] {
+                   PostPreArgs a;
+                   a.config = c;
+                   a.layer_output = view(x, bf, {T, H});
+                   a.residual = view(residual, bf, {T, n, H});
+                   a.post_mix = view(post, f32, {T, n});
+                   a.comb_mix = view(comb, f32, {T, n, n});
+                   a.weights = &w;
+                   a.rmsnorm_weight = view(norm, bf, {H});
+                   a.residual_out = view(residual_out, bf, {T, n, H});
+                   a.layer_input = view(layer_input, bf, {T, H});
+                   a.post_mix_out = view(post_out, f32, {T, n});
+                   a.comb_mix_out = view(comb_out, f32, {T, n, n});
+                   a.exec = exec;
+                   post_pre(a);
+                 }});
+  ops.push_back({"pre", [&] {
+                   PreArgs a;
+                   a.config = c;
+                   a.residual = view(residual, bf, {T, n, H});
+                   a.weights = &w;
+                   a.rmsnorm_weight = view(norm, bf, {H});
+                   a.layer_input = view(layer_input, bf, {T, H});
+                   a.post_mix = view(post_out, f32, {T, n});
+                   a.comb_mix = view(comb_out, f32, {T, n, n});
+                   a.pre_mix_out = view(pre_out, f32, {T, n});
+                   a.exec = exec;
+                   mhc::pre(a);
+                 }});
+  ops.push_back({"post", [&] {
+                   PostArgs a;
+                   a.config = c;
+                   a.layer_output = view(x, bf, {T, H});
+                   a.residual = view(residual, bf, {T, n, H});
+                   a.post_mix = view(post, f32, {T, n});
+                   a.comb_mix = view(comb, f32, {T, n, n});
+                   a.residual_out = view(residual_out, bf, {T, n, H});
+                   a.exec = exec;
+                   mhc::post(a);
+                 }});
+  ops.push_back({"head", [&] {
+                   HeadArgs a;
+                   a.config = c;
+                   a.kind = HeadKind::kLearned;
+                   a.residual = view(residual, bf, {T, n, H});
+                   a.weights = &hw;
+                   a.rmsnorm_weight = view(norm, bf, {H});
+                   a.output = view(layer_input, bf, {T, H});
+                   a.exec = exec;
+                   head(a);
+                 }});
+  sync();
+  for (const OpRun& op : ops) {
+    const double f0 = now_ms();
+    op.call();
+    sync();
+    const double first_us = (now_ms() - f0) * 1000.0;
+    std::vector<double> later;
+    for (int i = 0; i < 21; ++i) {
+      const double l0 = now_ms();
+      op.call();
+      sync();
+      later.push_back((now_ms() - l0) * 1000.0);
+    }
+    std::sort(later.begin(), later.end());
+    const double steady_us = later[later.size() / 2];
+    std::snprintf(line, sizeof line,
+                  "{\"what\": \"first_call\", \"op\": \"%s\", \"model\": \"%s\", \"T\": %lld, \"warmup\": %s, "
+                  "\"first_us\": %.2f, \"steady_us\": %.2f, \"ratio\": %.3f}",
+                  op.name, preset.name.c_str(), static_cast<long long>(T), o.no_warmup ? "false" : "true",
+                  first_us, steady_us, steady_us > 0 ? first_us / steady_us : 0.0);
+    emit(o, line);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Action setup_warmup(CLI::App& app) {
+  auto o = std::make_shared<WarmupOptions>();
+  app.add_option("--model", o->model, "model preset (mhc run --help lists them)")->capture_default_str();
+  app.add_option("--max-tokens", o->max_tokens, "the workspace's max_tokens")->check(decimal())->capture_default_str();
+  app.add_option("--device", o->device, "cuda, cuda:N or cpu")->capture_default_str();
+  app.add_flag("--first-call", o->first_call, "also time each operator's first call against its steady state");
+  app.add_option("--tokens", o->tokens, "T of the --first-call calls")->check(decimal())->capture_default_str();
+  app.add_flag("--no-warmup", o->no_warmup, "create the workspace without loading the kernels (shows the stall)");
+  app.add_option("--out", o->out, "append the rows as JSON lines to this file");
+  app.footer("Prints one JSON line for Workspace::create (which loads every kernel the device can run) and,\n"
+             "with --first-call, one per operator: its first call and the median of 21 later ones (wall\n"
+             "clock with a device synchronisation). Run it in a fresh process: what it times happens once.");
+  return [o] { return run_warmup(*o); };
+}
+
+}  // namespace mhc::cli
