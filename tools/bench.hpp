@@ -117,5 +117,7 @@ std::vector<int64_t> split_ints(const std::string& text, const char* option);
 /// Runs the whole protocol on a CUDA device (tools/bench_gpu.cpp); returns the exit status.
 /// In a build without CUDA it throws mhc::Error.
 int run_gpu(const Options& options);
+/// The same protocol on the CPU (tools/bench_cpu.cpp, `--device cpu`); returns the exit status.
+int run_cpu(const Options& options);
 
 }  // namespace mhc::tools::bench

@@ -50,6 +50,7 @@ struct BenchArgs {
   std::string ops = "post_pre,pre,pre_broadcast,post,head", modes, H, T;
   tools::bench::Options o;
   long long reps = 20, min_sets = 86, slice_tokens = 0, device = 0;
+  std::string device_text = "0";  // "cpu", or a CUDA ordinal
   unsigned long long seed = 1;
   bool ops_given = false;
 };
@@ -69,6 +70,13 @@ int cmd_bench(BenchArgs& a) {
   o.reps = static_cast<int>(a.reps);
   o.min_sets = static_cast<int>(a.min_sets);
   o.slice_tokens = a.slice_tokens;
+  const bool on_cpu = a.device_text == "cpu";
+  if (!on_cpu) {
+    char* end = nullptr;
+    a.device = std::strtoll(a.device_text.c_str(), &end, 10);
+    MHC_CHECK(end != nullptr && *end == '\0' && a.device >= 0 && a.device <= 1024, "--device: expected cpu or 0..1024, got '",
+              a.device_text, "'");
+  }
   o.device = static_cast<int>(a.device);
   o.seed = static_cast<uint64_t>(a.seed);
 
@@ -102,7 +110,7 @@ int cmd_bench(BenchArgs& a) {
   if (o.reps < 20) {
     std::fprintf(stderr, "mhc bench: warning: --reps %d is below the protocol's 20 replays\n", o.reps);
   }
-  return tb::run_gpu(o);
+  return on_cpu ? tb::run_cpu(o) : tb::run_gpu(o);
 }
 
 Action setup_bench(CLI::App& app) {
@@ -144,8 +152,10 @@ Action setup_bench(CLI::App& app) {
                  "(WorkspaceOptions::n4_slice_tokens, a multiple of 32; default 0: each plan's own default); "
                  "results do not depend on it")
       ->type_name("N")->transform(decimal())->check(CLI::Range(0LL, 1LL << 30));
-  app.add_option("--device", a->device, "CUDA device ordinal (default 0)")
-      ->type_name("N")->transform(decimal())->check(CLI::Range(0LL, 1024LL));
+  app.add_option("--device", a->device_text,
+                 "CUDA device ordinal (default 0), or cpu: the same protocol on the CPU (tools/bench_cpu.cpp: "
+                 "memcpy bandwidth over the OpenMP threads as the ceiling, weight sets > 2x the last-level cache)")
+      ->type_name("N|cpu");
   app.add_option("--seed", a->seed, "seed of the synthetic weights and activations (default 1)")
       ->type_name("S")->transform(decimal());
   return [a, ops] {

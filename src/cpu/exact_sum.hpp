@@ -3,9 +3,10 @@
 // is what the float64 oracle gives (the CPU twin of src/cuda/exact_sum.cuh).
 //
 // Per output: the fp32 chain s = w0*v0, then s = s + w_j*v_j in j order, and the a-priori bound
-// e = (2N + 3) u max|w| sum|v| + 2^-140 (u = 2^-24: 2N - 1 roundings of products and partial
+// e = (2N + 3) u max|w| sum|v| + 2^-126 (u = 2^-24: 2N - 1 roundings of products and partial
 // sums, each <= u max|w| sum|v|; the spare cover the rounding of e and of s -/+ e, and a contracted
-// FMA chain). When s - e and s + e round to one bf16 and |s| + e is finite, that bf16 is the
+// FMA chain; 2^-126, the least normal fp32, covers underflow and keeps the bound out of the
+// subnormal range, whose arithmetic costs a microcode assist per operation on x86). When s - e and s + e round to one bf16 and |s| + e is finite, that bf16 is the
 // answer: rounding is monotone and the exact sum lies in [s - e, s + e]; the oracle's float64 sum
 // (every product exact, at most N roundings of 2^-53) lies there too. Otherwise (cancelling terms,
 // NaN/Inf, overflow) the sum is redone in double in the oracle's order and rounded once.
@@ -17,8 +18,11 @@
 #include <cstdint>
 #include <cstring>
 
+#include <immintrin.h>
+
 #include "src/core/bf16.hpp"
 #include "src/core/problem.hpp"
+#include "src/cpu/fast.hpp"
 
 namespace mhc::detail::cpu {
 
@@ -51,8 +55,25 @@ __attribute__((noinline)) bf16_t oracle_sum(const float* w, const float* v) {
 /// Widens columns [h0, h0 + len) (len <= kLane) of N bf16 rows into v[j][i], with abs_sum[i] =
 /// sum_j |v[j][i]| in j order.
 template <int N>
+__attribute__((target("avx2,fma"))) inline void load_lane_avx2(const bf16_t* const* rows, int64_t h0, float (&v)[N][kLane],
+                                                              float (&abs_sum)[kLane]) {
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int64_t i = 0; i < kLane; i += 8) {
+    __m256 a = _mm256_setzero_ps();
+    for (int j = 0; j < N; ++j) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j] + h0 + i));
+      const __m256 x = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+      _mm256_storeu_ps(v[j] + i, x);
+      a = j == 0 ? _mm256_and_ps(x, absmask) : _mm256_add_ps(a, _mm256_and_ps(x, absmask));
+    }
+    _mm256_storeu_ps(abs_sum + i, a);
+  }
+}
+
+template <int N>
 inline void load_lane(const bf16_t* const* rows, int64_t h0, int64_t len, float (&v)[N][kLane],
                       float (&abs_sum)[kLane]) {
+  if (len == kLane && use_avx2()) return load_lane_avx2<N>(rows, h0, v, abs_sum);
   for (int64_t i = 0; i < len; ++i) {
     v[0][i] = bf16_to_float(rows[0][h0 + i]);
     float a = std::fabs(v[0][i]);
@@ -64,17 +85,56 @@ inline void load_lane(const bf16_t* const* rows, int64_t h0, int64_t len, float 
   }
 }
 
+/// The AVX2 form of exact_sum_lane's certified part for len = kLane: the same fp32 operations
+/// (no contraction) 8 columns at a time; returns a bit per column that needs the double path.
+template <int N, bool kFromZero>
+__attribute__((target("avx2,fma"))) inline uint64_t exact_sum_lane_avx2(const float* w, float scale,
+                                                                        const float (&v)[N][kLane],
+                                                                        const float (&abs_sum)[kLane], bf16_t* dst) {
+  uint64_t redo = 0;
+  const __m256 vscale = _mm256_set1_ps(scale), tiny = _mm256_set1_ps(0x1p-126f), fmax = _mm256_set1_ps(FLT_MAX);
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+  for (int64_t i = 0; i < kLane; i += 8) {
+    __m256 sum = _mm256_mul_ps(_mm256_set1_ps(w[0]), _mm256_loadu_ps(v[0] + i));
+    for (int j = 1; j < N; ++j) sum = _mm256_add_ps(sum, _mm256_mul_ps(_mm256_set1_ps(w[j]), _mm256_loadu_ps(v[j] + i)));
+    if (kFromZero) sum = _mm256_add_ps(sum, _mm256_setzero_ps());
+    const __m256 e = _mm256_add_ps(_mm256_mul_ps(vscale, _mm256_loadu_ps(abs_sum + i)), tiny);
+    const __m256i a = _mm256_castps_si256(_mm256_sub_ps(sum, e));
+    const __m256i b = _mm256_castps_si256(_mm256_add_ps(sum, e));
+    const __m256i lo = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(a, bias), _mm256_and_si256(_mm256_srli_epi32(a, 16), one)), 16);
+    const __m256i hi = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(b, bias), _mm256_and_si256(_mm256_srli_epi32(b, 16), one)), 16);
+    const __m256 fin = _mm256_cmp_ps(_mm256_add_ps(_mm256_and_ps(sum, absmask), e), fmax, _CMP_LE_OQ);
+    const __m256 ok = _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(lo, hi)), fin);
+    const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), packed);
+    redo |= static_cast<uint64_t>(~_mm256_movemask_ps(ok) & 0xff) << i;
+  }
+  return redo;
+}
+
 /// dst[i] = bf16(sum_j w[j] * v[j][i]) exactly, i < len; scale = sum_error_scale<N>(w).
 template <int N, bool kFromZero>
 inline void exact_sum_lane(const float* w, float scale, const float (&v)[N][kLane], const float (&abs_sum)[kLane],
                            int64_t len, bf16_t* dst) {
+  if (len == kLane && use_avx2()) {
+    uint64_t bits = exact_sum_lane_avx2<N, kFromZero>(w, scale, v, abs_sum, dst);
+    while (bits != 0) {
+      const int i = __builtin_ctzll(bits);
+      bits &= bits - 1;
+      float terms[N];
+      for (int j = 0; j < N; ++j) terms[j] = v[j][i];
+      dst[i] = oracle_sum<N, kFromZero>(w, terms);
+    }
+    return;
+  }
   uint8_t redo[kLane];
   int any_redo = 0;
   for (int64_t i = 0; i < len; ++i) {
     float s = w[0] * v[0][i];
     for (int j = 1; j < N; ++j) s = s + w[j] * v[j][i];
     if (kFromZero) s = s + 0.0f;  // -0 -> +0, as the oracle's 0.0 + ...
-    const float e = scale * abs_sum[i] + 0x1p-140f;
+    const float e = scale * abs_sum[i] + 0x1p-126f;
     const uint32_t lo = round_bf16_finite(s - e);
     const uint32_t hi = round_bf16_finite(s + e);
     const bool ok = lo == hi && std::fabs(s) + e <= FLT_MAX;

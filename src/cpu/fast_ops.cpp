@@ -32,6 +32,10 @@
 #include "src/cpu/reference.hpp"
 
 #ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#ifdef _OPENMP
 // Parallel over the loop that follows when the local bool `par` is true.
 #define MHC_OMP_FOR_IF_PAR _Pragma("omp parallel for schedule(static) if (par)")
 #else
@@ -48,7 +52,15 @@ using cpu::kTile;
 constexpr int kN = 4;
 constexpr int kMaxRows = (kN + 2) * kN;
 constexpr int64_t kPhasedMaxT = 32;
-constexpr int kRowsPerItem = 2;  // weight rows per dot work item at small T
+constexpr int kRowsPerItem = 2;  // weight rows per dot work item at small T: a multiple of this
+
+int max_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
 static_assert(kTile == 4, "cpu::dots instantiates token tiles of 1..4");
 
 bool fast_op(Op op) {
@@ -107,7 +119,7 @@ void fold_rmsnorm(const Problem& p, bf16_t* dst) {
     int any_redo = 0;
     for (int64_t i = 0; i < len; ++i) {
       y[i] = (bf16_to_float(dst[h0 + i]) * inv_f) * bf16_to_float(w[h0 + i]);
-      const float e = std::fabs(y[i]) * (5.0f * 0x1p-24f) + 0x1p-140f;
+      const float e = std::fabs(y[i]) * (5.0f * 0x1p-24f) + 0x1p-126f;
       const uint32_t lo = cpu::round_bf16_finite(y[i] - e);
       const uint32_t hi = cpu::round_bf16_finite(y[i] + e);
       const bool ok = lo == hi && std::fabs(y[i]) + e <= FLT_MAX;
@@ -193,14 +205,18 @@ void run_phased(const Problem& p, const WeightRows& wr) {
   double dot[kPhasedMaxT * kMaxRows];
   if (wr.rows > 0) {
     const int64_t tiles = (T + kTile - 1) / kTile;
-    const int64_t groups = (wr.rows + kRowsPerItem - 1) / kRowsPerItem;
+    // Enough items for two per thread; fewer rows per item would repeat the widening of x.
+    const int64_t want = (2 * static_cast<int64_t>(max_threads()) + tiles - 1) / tiles;
+    const int64_t max_groups = (wr.rows + kRowsPerItem - 1) / kRowsPerItem;
+    const int64_t groups = std::max<int64_t>(1, std::min(want, max_groups));
+    const int rows_per = static_cast<int>((max_groups + groups - 1) / groups) * kRowsPerItem;
     const int64_t items = tiles * groups;
     const bool par = items > 1;
     MHC_OMP_FOR_IF_PAR
     for (int64_t item = 0; item < items; ++item) {
       const int64_t t0 = (item / groups) * kTile;
-      const int r0 = static_cast<int>(item % groups) * kRowsPerItem;
-      const int r1 = std::min(wr.rows, r0 + kRowsPerItem);
+      const int r0 = std::min(wr.rows, static_cast<int>(item % groups) * rows_per);
+      const int r1 = std::min(wr.rows, r0 + rows_per);
       const int tb = static_cast<int>(std::min<int64_t>(kTile, T - t0));
       const bf16_t* x[kTile];
       for (int i = 0; i < tb; ++i) x[i] = mixes_row(p, t0 + i);

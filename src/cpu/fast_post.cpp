@@ -2,7 +2,7 @@
 //
 // new[k,h] = bf16(post[k]*out[h] + sum_j comb[j,k]*res[j,h]), rounded once from the exact sum.
 // Each output is the fp32 chain s = w0*v0, then s = s + w_j*v_j (term order: the layer output,
-// then streams 0..3), with the a-priori bound e = (2N + 3) u max|w| sum|v| + 2^-140 (N = 5 terms,
+// then streams 0..3), with the a-priori bound e = (2N + 3) u max|w| sum|v| + 2^-126 (N = 5 terms,
 // u = 2^-24; 2N - 1 roundings of products and partial sums, each <= u max|w| sum|v|, the spare
 // cover the rounding of the bound and of s -/+ e, and also a contracted FMA chain). When s - e
 // and s + e round to one bf16 and |s| + e is finite, that bf16 is the answer (certified: rounding
