@@ -44,8 +44,8 @@ __device__ int a_off(int m, int k) { return ((m / 8) * 2 + k / 8) * 64 + (m % 8)
 __device__ int b_off(int n, int k) { return (k / 8) * 64 + n * 8 + k % 8; }
 
 __global__ void probe(float* out_mma, float* out_wg0, float* out_wg1, float* a_out, float* b_out) {
-  __shared__ __align__(128) __nv_bfloat16 sa[kSteps][kM * 16];
-  __shared__ __align__(128) __nv_bfloat16 sb[kSteps][kN * 16];
+  __shared__ __align__(128) __nv_bfloat16 sa[kSteps + 2][kM * 16];
+  __shared__ __align__(128) __nv_bfloat16 sb[kSteps + 2][kN * 16];  // padded: the swapped reading steps past the last
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, q = lane & 3;
   const uint32_t base = blockIdx.x * 1000003u;
   for (int i = tid; i < kM * kK; i += 128) {

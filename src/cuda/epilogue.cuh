@@ -26,16 +26,27 @@ __device__ __forceinline__ float fast_rcp(float x) {
 
 __device__ __forceinline__ float sigmoid(float x) { return fast_rcp(1.0f + expf(-x)); }
 
+/// The sum of the elements c[first + b * kStep], b in [kLo, kHi), as a balanced tree (the two
+/// halves summed first, then added): for N = 4, (x0 + x1) + (x2 + x3). The Sinkhorn chain is
+/// serial per token, so its sums are trees (two dependent adds for N = 4, not four). `first`
+/// is a constant wherever the callers' loops are unrolled, so c stays in registers.
+template <int kStep, int kLo, int kHi, int M>
+__device__ __forceinline__ float tree_sum(const float (&c)[M], int first) {
+  if constexpr (kHi - kLo == 1) {
+    return c[first + kLo * kStep];
+  } else {
+    constexpr int kMid = kLo + (kHi - kLo) / 2;
+    return tree_sum<kStep, kLo, kMid>(c, first) + tree_sum<kStep, kMid, kHi>(c, first);
+  }
+}
+
 /// Divides each line of the N x N matrix c by (its sum + eps): line a is the elements
-/// c[a * kLine + b * kStep], b = 0..N-1, summed in b order from 0.
+/// c[a * kLine + b * kStep], b = 0..N-1, summed as tree_sum.
 template <int N, int kLine, int kStep>
 __device__ __forceinline__ void normalise_lines(float (&c)[N * N], float eps) {
 #pragma unroll
   for (int a = 0; a < N; ++a) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int b = 0; b < N; ++b) sum += c[a * kLine + b * kStep];
-    const float r = fast_rcp(sum + eps);
+    const float r = fast_rcp(tree_sum<kStep, 0, N>(c, a * kLine) + eps);
 #pragma unroll
     for (int b = 0; b < N; ++b) c[a * kLine + b * kStep] *= r;
   }
@@ -49,13 +60,9 @@ __device__ __forceinline__ void sinkhorn(float (&c)[N * N], int iters, float eps
     float mx = c[j * N];
 #pragma unroll
     for (int k = 1; k < N; ++k) mx = (c[j * N + k] > mx || isnan(c[j * N + k])) ? c[j * N + k] : mx;
-    float sum = 0.0f;
 #pragma unroll
-    for (int k = 0; k < N; ++k) {
-      c[j * N + k] = expf(c[j * N + k] - mx);
-      sum += c[j * N + k];
-    }
-    const float r = fast_rcp(sum);
+    for (int k = 0; k < N; ++k) c[j * N + k] = expf(c[j * N + k] - mx);
+    const float r = fast_rcp(tree_sum<1, 0, N>(c, j * N));
 #pragma unroll
     for (int k = 0; k < N; ++k) c[j * N + k] = fmaf(c[j * N + k], r, eps);
   }

@@ -26,7 +26,8 @@ std::vector<Variant> cuda_variants() {
       "collapse and one the epilogue)";
   // The rows every operator with a mixes stage has, alike but for id and operator.
   auto decode_chunk = [&](const char* id, Op op) {
-    return Variant{id, op, DeviceType::kCUDA, kN4DecodeLean, n4_decode_chunk_supports, n4_decode_chunk_run, kDecodeChunkPlan, "n4"};
+    return Variant{id, op, DeviceType::kCUDA, kN4DecodeLean, n4_decode_chunk_supports, n4_decode_chunk_run, kDecodeChunkPlan, "n4",
+                   n4_decode_chunk_prefer};
   };
   auto decode_lean = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kN4DecodeLean, n4_decode_lean_supports, n4_decode_lean_run, kDecodeLeanPlan, "n4"};

@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_STREAM_BLOCKS(kVecs)) 
   float pre[kN];
 #pragma unroll
   for (int j = 0; j < kN; ++j) {
-    pre[j] = mode == CollapseKind::kWeighted ? __ldg(p.pre_mix_in + t * p.pre_mix_in_stride + j) : 0.0f;
+    pre[j] = mode == CollapseKind::kWeighted ? __ldcg(p.pre_mix_in + t * p.pre_mix_in_stride + j) : 0.0f;
   }
   const float pre_scale = sum_error_scale(pre);
   const bf16_t* x = p.x + t * p.x_stride;

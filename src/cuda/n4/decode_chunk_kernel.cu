@@ -26,6 +26,8 @@
 // decode_kernel); fp32 sums in the canonical order; exact sums for post and collapse.
 // Envelope: n4_supports(), an op with a mixes stage, H <= 8192 (the row in registers), 1 <= T <=
 // the workspace's decode limit (at most 128).
+#include <cstdlib>
+
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/canonical.cuh"
 #include "src/cuda/n4/collapse_row.cuh"
@@ -56,7 +58,18 @@ struct ChunkDecodeParams {
   float* dp;           // [T][chunks][25] chunk partials (workspace scratch)
   uint32_t* counters;  // the workspace's [3] counters, 0 between launches
   int32_t phase2;      // P = min(T, chunks) phase-2 blocks
+  int32_t probe;       // diagnostics builds only (MHC_DECODE_PROBE, see probe_level): where to stop
 };
+
+// Diagnostics (a build with -DMHC_DECODE_PROBE; MHC_DECODE_PROBE=k in the environment): the kernel
+// stops early so that a chained benchmark shows what each part costs. 1: after pdl_wait; 2: after
+// phase 1; 3: after the arrivals (phase 2 does nothing); 4: phase 2 without collapse and epilogue;
+// 5: without the epilogue; 6: without the collapse. Release builds compile the checks away.
+#ifdef MHC_DECODE_PROBE
+__device__ __forceinline__ int probe_level(const ChunkDecodeParams& d) { return d.probe; }
+#else
+__device__ __forceinline__ constexpr int probe_level(const ChunkDecodeParams&) { return 0; }
+#endif
 
 // Phase 1 for tokens [g0, g0 + kGroup): the post stage and the partials of chunk c.
 template <bool kPost>
@@ -166,10 +179,13 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
     }
   }
   pdl_wait();  // the inputs, the scratch and the counters belong to this launch from here on
+  const int probe = probe_level(d);
+  if (probe == 1) return;
   for (int64_t g0 = 0; g0 < p.T; g0 += kGroup) {
     if (g0 > 0) __syncthreads();  // the tile, s_red and s_sq of the previous group are consumed
     chunk_group<kPost>(d, c, g0, b, s_tile, s_red, s_sq);
   }
+  if (probe == 2) return;
   // Arrival: the block barrier orders every thread's partial and residual_out writes before
   // thread 0's acq_rel add (cumulative release).
   __syncthreads();
@@ -194,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
   }
   __syncthreads();
   const bool computed = p.pre_source == PreSource::kComputed && !p.head_mean;
-  for (int64_t t = k2; t < p.T; t += d.phase2) {
+  for (int64_t t = k2; t < p.T && probe != 3; t += d.phase2) {
     // Every load of the token before any arithmetic: its streams (collapse threads), its partials.
     uint4 r[kRowRegs][kN];
     if (p.has_collapse && tid < kThreadsB) load_row<kRowRegs>(p, t, r, false);
@@ -207,11 +223,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
     if (tid < kPartial) s_dot[tid] = groups_total(s_part, tid);
     __syncthreads();
     if (w == kEpilogueWarp) {
-      if (lane == 0 && !p.epi.head) {
+      if (lane == 0 && !p.epi.head && probe != 4 && probe != 5) {
         float pre[kN];
         mixes_epilogue<kN>(p.epi, s_dot, s_dot[kRows], p.inv_k, t, pre);
       }
-    } else if (w < kCollapseWarps && p.has_collapse) {
+    } else if (w < kCollapseWarps && p.has_collapse && probe != 4 && probe != 6) {
       if (computed && tid == 0) {
         float pre[kN];
         mixes_pre<kN>(p.epi, s_dot, s_dot[kRows], p.inv_k, pre);
@@ -244,6 +260,10 @@ void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* cou
   d.dp = scratch;
   d.counters = counters;
   d.phase2 = static_cast<int32_t>(p.T < p.chunks ? p.T : p.chunks);
+#ifdef MHC_DECODE_PROBE
+  const char* probe = std::getenv("MHC_DECODE_PROBE");
+  d.probe = probe != nullptr ? std::atoi(probe) : 0;
+#endif
   launch_kernel(p.has_post ? decode_chunk_kernel<true> : decode_chunk_kernel<false>,
                 dim3(static_cast<unsigned>(p.chunks)), kThreads, 0, ctx, d);
 }

@@ -60,12 +60,12 @@ __global__ void __launch_bounds__(kFinThreads, 2) finalize_kernel(const Finalize
     const int64_t token_stride = static_cast<int64_t>(p.chunks) * kPartial;
     float s[kFinTokens];
 #pragma unroll
-    for (int t = 0; t < kFinTokens; ++t) s[t] = t < count && n_real > 0 ? __ldg(src + t * token_stride) : 0.0f;
+    for (int t = 0; t < kFinTokens; ++t) s[t] = t < count && n_real > 0 ? __ldcg(src + t * token_stride) : 0.0f;
     for (int i = 1; i < n_real; ++i) {
       const float* at = src + i * kGroupRows;
       float v[kFinTokens];
 #pragma unroll
-      for (int t = 0; t < kFinTokens; ++t) v[t] = t < count ? __ldg(at + t * token_stride) : 0.0f;
+      for (int t = 0; t < kFinTokens; ++t) v[t] = t < count ? __ldcg(at + t * token_stride) : 0.0f;
 #pragma unroll
       for (int t = 0; t < kFinTokens; ++t) s[t] += v[t];
     }

@@ -47,9 +47,9 @@ __global__ void __launch_bounds__(kThreadsB, 3) post_flat_kernel(const N4Params 
     const uint4 lo = ld16(p.layer_output + t * p.layer_output_stride + v * 8);
     float post[kN], comb[kN * kN];
 #pragma unroll
-    for (int j = 0; j < kN; ++j) post[j] = __ldg(p.post_mix + t * p.post_mix_stride + j);
+    for (int j = 0; j < kN; ++j) post[j] = __ldcg(p.post_mix + t * p.post_mix_stride + j);
 #pragma unroll
-    for (int j = 0; j < kN * kN; ++j) comb[j] = __ldg(p.comb_mix + t * p.comb_mix_stride + j);
+    for (int j = 0; j < kN * kN; ++j) comb[j] = __ldcg(p.comb_mix + t * p.comb_mix_stride + j);
     post8(post_weights(post, comb), r, lo, out);
     bf16_t* dst = p.residual_out + t * p.residual_out_stride + v * 8;
 #pragma unroll
@@ -81,9 +81,9 @@ __device__ __forceinline__ PostIn load_post_in(const N4Params& p, int64_t t, int
 
 __device__ __forceinline__ void load_mixes(const N4Params& p, int64_t t, float (&mix)[kMixes]) {
 #pragma unroll
-  for (int j = 0; j < kN; ++j) mix[j] = __ldg(p.post_mix + t * p.post_mix_stride + j);
+  for (int j = 0; j < kN; ++j) mix[j] = __ldcg(p.post_mix + t * p.post_mix_stride + j);
 #pragma unroll
-  for (int j = 0; j < kN * kN; ++j) mix[kN + j] = __ldg(p.comb_mix + t * p.comb_mix_stride + j);
+  for (int j = 0; j < kN * kN; ++j) mix[kN + j] = __ldcg(p.comb_mix + t * p.comb_mix_stride + j);
 }
 
 __device__ __forceinline__ void post_store(const N4Params& p, int64_t t, int64_t v, const uint4 (&out)[kN]) {
