@@ -37,7 +37,7 @@ if [[ "$steps" == *" decode "* ]]; then
   for v in ${MHC_S7_DECODE_VARIANTS:-decode_chunk decode_lean}; do
     for op in "post_pre normal_fold,shifted_fold" "pre normal_fold" "head learned_fold" "pre_broadcast normal_fold" "mixes plain"; do
       set -- $op
-      timeout 30 $B bench --ops "$1" --modes "$2" --H 4096,5120,7168 --T 1,2,4,8,16,32,64,128 --variant "$1.cuda_n4_$v" \
+      timeout 30 $B bench --ops "$1" --modes "$2" --H ${MHC_S7_DECODE_H:-4096,5120,7168} --T ${MHC_S7_DECODE_T:-1,2,4,8,16,32,64} --variant "$1.cuda_n4_$v" \
         --budget-s 20 --out "$R/decode-$1-$v.jsonl" 2>&1 | rows
     done
   done | tee -a "$R/summary.txt"
@@ -51,6 +51,30 @@ if [[ "$steps" == *" ncu "* ]]; then
       $B bench --ops post_pre --modes normal_fold --H 4096 --T $T --reps 2 --budget-s 15 > "$R/ncu-decode_chunk-T$T.txt" 2>&1
     echo "ncu T=$T rc=$?" | tee -a "$R/summary.txt"
   done
+fi
+
+if [[ "$steps" == *" probe "* ]]; then
+  # decode_chunk_kernel stopped after each part (MHC_DECODE_PROBE, decode_chunk_kernel.cu), chained.
+  S probe
+  cmake -S . -B ../build-s7-probe -G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=90a \
+    -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_FLAGS=-DMHC_DECODE_PROBE -DMHC_BUILD_TESTS=OFF \
+    -DMHC_CLI11_INCLUDE="$PWD/.deps/cli11" > "$R/probe-configure.log" 2>&1
+  cmake --build ../build-s7-probe --target mhc_cli > "$R/probe-build.log" 2>&1 || tail -5 "$R/probe-build.log"
+  for lvl in 1 2 3 4 5 6 0; do
+    for op in "post_pre normal_fold" "head learned_fold" "pre normal_fold"; do
+      set -- $op
+      MHC_DECODE_PROBE=$lvl timeout 20 ../build-s7-probe/tools/mhc bench --ops "$1" --modes "$2" --H 4096 --T 1,16 \
+        --variant "$1.cuda_n4_decode_chunk" --budget-s 10 2>&1 | rows | sed "s/^/probe $lvl: /"
+    done
+  done | tee -a "$R/summary.txt"
+fi
+
+if [[ "$steps" == *" ncugemm "* ]]; then
+  S ncugemm
+  timeout 60 ncu --clock-control none -k regex:gemm_kernel --launch-skip 2 --launch-count 1 --section SpeedOfLight \
+    --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section InstructionStats \
+    --print-details all $B bench --ops mixes --modes plain --H 4096 --T 8192 --reps 2 --budget-s 20 \
+    > "$R/ncu-gemm.txt" 2>&1; echo "ncu gemm rc=$?" | tee -a "$R/summary.txt"
 fi
 
 if [[ "$steps" == *" step "* ]]; then
