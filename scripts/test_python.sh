@@ -4,7 +4,10 @@
 #      and pytest, checks `import mhc`, `mhc --version` (the console script) and runs the suite
 #      there (tests needing ml_dtypes or torch skip by name);
 #   2. installs it with the test extras and torch (PyPI) into the test environment and runs the
-#      suite again: the torch tests run (MHC_REQUIRE_TORCH=1 makes a missing torch an error).
+#      suite again: the torch tests run (MHC_REQUIRE_TORCH=1 makes a missing torch an error), with
+#      the operators registered in Python (the wheel, built without torch, has no torch extension);
+#   3. builds the torch extension against that torch and runs the suite a third time with the
+#      operators registered from C++.
 # CPU-only build by default: the Python tests exercise the CUDA path only where a GPU exists,
 # and CI has none (MHC_PY_CUDA=ON builds the CUDA backend too). MHC_PY_TORCH=0 skips installing
 # torch. pytest's JUnit reports go to build-test/pytest-*.xml (scripts/test.sh counts them).
@@ -55,4 +58,22 @@ if [ "${MHC_PY_TORCH:-1}" = 1 ] && ! "$venv/bin/python" -c "import torch" 2>/dev
   echo "test_python: installed torch $("$venv/bin/python" -c "import torch; print(torch.__version__)") in $(( $(date +%s) - t0 )) s"
 fi
 (cd tests/python && "../../$venv/bin/python" -m pytest -q -p no:cacheprovider --junitxml="../../$out/pytest.xml" .) || rc=1
+
+# 3. The torch operators registered from C++ (issue 16): the torch extension built against this
+#    environment's torch (python/torch_ext: one file, ~15 s; no copy of the library), put next to
+#    the installed package, and the suite again, now with mhc.torch.BACKEND == "cpp"
+#    (MHC_REQUIRE_TORCH_CPP=1 makes the Python fallback an error). Removed afterwards, so step 2
+#    of the next run tests the Python registration again.
+if "$venv/bin/python" -c "import torch" 2>/dev/null; then
+  t0=$(date +%s)
+  cmake -S python/torch_ext -B "$out/torch_ext" -DPython_EXECUTABLE="$root/$venv/bin/python" -DMHC_BUILD_TORCH=ON \
+    > "$out/torch_ext.log" 2>&1 && cmake --build "$out/torch_ext" -j"$(nproc)" >> "$out/torch_ext.log" 2>&1 \
+    || { tail -30 "$out/torch_ext.log"; exit 1; }
+  pkgdir="$("$venv/bin/python" -c 'import mhc, os; print(os.path.dirname(mhc.__file__))')"
+  cp "$out/torch_ext/_mhc_torch.so" "$pkgdir/"
+  echo "test_python: built the torch extension in $(( $(date +%s) - t0 )) s"
+  (cd tests/python && MHC_REQUIRE_TORCH_CPP=1 "../../$venv/bin/python" -m pytest -q -p no:cacheprovider \
+    --junitxml="../../$out/pytest-torch-cpp.xml" .) || rc=1
+  rm -f "$pkgdir/_mhc_torch.so"
+fi
 exit $rc

@@ -12,9 +12,10 @@ array of raw bf16 bits with ``mhc.bf16_view(bits)``; a bare uint16 array is reje
 from mhc import _mhc
 from mhc._arrays import Bf16View, MhcError, bf16_to_float32, bf16_view, float32_to_bf16_bits, to_bf16
 from mhc._config import Config, ModelPreset, model_preset, model_presets
-from mhc.ops import (Mixes, Pre, PreBroadcast, PostPre, Variant, clear_default_workspaces, collapse,
+from mhc.ops import (Mixes, Pre, PreBroadcast, PostPre, Variant, attach_prepared, clear_default_workspaces, collapse,
                      cuda_available, default_workspace, head, list_variants, mixes, post, post_pre, pre,
-                     pre_broadcast, prepare, prepare_head, selected_variant, set_default_workspace)
+                     pre_broadcast, prepare, prepare_head, prepared_bytes, selected_variant, set_default_workspace,
+                     warmup)
 
 PreparedWeights = _mhc.PreparedWeights
 Workspace = _mhc.Workspace
@@ -23,8 +24,8 @@ __version__ = _mhc.version()  # mhc::version(): the project(mhc VERSION ...) lin
 
 __all__ = [
     "Bf16View", "Config", "MhcError", "Mixes", "ModelPreset", "Pre", "PreBroadcast", "PostPre", "PreparedWeights",
-    "Variant", "Workspace", "bf16_to_float32", "bf16_view", "clear_default_workspaces", "collapse",
+    "Variant", "Workspace", "attach_prepared", "bf16_to_float32", "bf16_view", "clear_default_workspaces", "collapse",
     "cuda_available", "default_workspace", "float32_to_bf16_bits", "head", "list_variants", "mixes",
     "model_preset", "model_presets", "post", "post_pre", "pre", "pre_broadcast", "prepare", "prepare_head",
-    "selected_variant", "set_default_workspace", "to_bf16",
+    "prepared_bytes", "selected_variant", "set_default_workspace", "to_bf16", "warmup",
 ]

@@ -325,24 +325,56 @@ def _check_dims(op, n, H):
 
 
 def prepare(fn, scale, base, *, n: Optional[int] = None, H: Optional[int] = None, config: Optional[Config] = None,
-            device="cpu"):
+            device="cpu", out=None):
     """Prepares one mix block (hc_attn_* or hc_ffn_*) for ``device``, once, at load time.
 
     fn [M,K], scale [3], base [M] are fp32 (numpy or torch, any device: they are read from host
     memory). n and H come from ``config``, from n=/H=, or are inferred from fn's shape.
-    Returns an opaque mhc.PreparedWeights.
+    Returns an opaque mhc.PreparedWeights. With ``out`` (an array or tensor the caller owns: any
+    dtype, contiguous, 16-byte aligned, ``prepared_bytes(...)`` long, on the CPU or a CUDA device)
+    the prepared copies go there and the weights read them from there (``device`` is out's).
     """
     if config is not None:
         n, H = config.n, config.H
     n, H = _infer_mix_dims(fn, n, H)
     n, H = _check_dims("prepare", n, H)
     return _mhc.prepare(native(_host(fn), "prepare", "fn"), native(_host(scale), "prepare", "scale"),
-                        native(_host(base), "prepare", "base"), n=n, H=H, device=device_string(parse_device(device)))
+                        native(_host(base), "prepare", "base"), n=n, H=H,
+                        device=device_string(parse_device(device)), out=native(out, "prepare", "out"))
+
+
+def prepared_bytes(*, n: Optional[int] = None, H: Optional[int] = None, config: Optional[Config] = None,
+                   head: bool = False, device="cpu") -> int:
+    """Bytes of the buffer prepare(..., out=) / prepare_head(..., out=) fill for ``device``."""
+    if config is not None:
+        n, H = config.n, config.H
+    if n is None or H is None:
+        raise mhc_error("prepared_bytes: pass config= or n= and H=")
+    n, H = _check_dims("prepared_bytes", n, H)
+    return int(_mhc.prepared_bytes(n, H, bool(head), device_string(parse_device(device))))
+
+
+def attach_prepared(buffer, *, n: Optional[int] = None, H: Optional[int] = None, config: Optional[Config] = None,
+                    head: bool = False):
+    """mhc.PreparedWeights over ``buffer``, which prepare(..., out=) filled for the same n, H and
+    head (e.g. loaded back from a checkpoint): nothing copied or computed."""
+    if config is not None:
+        n, H = config.n, config.H
+    if n is None or H is None:
+        raise mhc_error("attach_prepared: pass config= or n= and H=")
+    n, H = _check_dims("attach_prepared", n, H)
+    return _mhc.attach_prepared(native(buffer, "attach_prepared", "buffer"), n, H, bool(head))
+
+
+def warmup(device):
+    """Loads every CUDA kernel ``device`` can run (Workspace.create does it): (kernels, loaded, seconds)."""
+    return _mhc.warmup(device_string(parse_device(device)))
 
 
 def prepare_head(fn, scale, base, *, n: Optional[int] = None, H: Optional[int] = None,
-                 config: Optional[Config] = None, device="cpu"):
-    """Prepares the learned head (hc_head_fn [n,K], hc_head_scale [1], hc_head_base [n]) for ``device``."""
+                 config: Optional[Config] = None, device="cpu", out=None):
+    """Prepares the learned head (hc_head_fn [n,K], hc_head_scale [1], hc_head_base [n]) for
+    ``device`` (or into ``out``, as prepare)."""
     if config is not None:
         n, H = config.n, config.H
     shape = getattr(fn, "shape", None)
@@ -355,7 +387,7 @@ def prepare_head(fn, scale, base, *, n: Optional[int] = None, H: Optional[int] =
     return _mhc.prepare_head(native(_host(fn), "prepare_head", "fn_head"),
                              native(_host(scale), "prepare_head", "scale_head"),
                              native(_host(base), "prepare_head", "base_head"), n=n, H=H,
-                             device=device_string(parse_device(device)))
+                             device=device_string(parse_device(device)), out=native(out, "prepare_head", "out"))
 
 
 class Variant(NamedTuple):

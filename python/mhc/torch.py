@@ -1,30 +1,39 @@
 """PyTorch integration: the mHC operators as torch custom operators (``torch.ops.mhc.*``).
 
-Every operator is registered with ``torch.library.custom_op`` (functional: it allocates and
-returns its outputs) and a fake implementation, so it works under ``torch.compile(fullgraph=True)``,
-inside CUDA-graph capture and replay, and passes ``torch.library.opcheck``. Inference only: no
-autograd formulas are registered.
+Each operator comes in two forms with one schema family (``OPERATORS``):
 
-Two things are created explicitly, before the first call (and before any capture):
+* functional, ``torch.ops.mhc.<op>``: allocates and returns its outputs;
+* destination passing, ``torch.ops.mhc.<op>_out``: writes outputs the caller gives (mutable
+  arguments ``Tensor(a!)``) and returns nothing: the engine's form, no allocation per call.
+
+Both have fake implementations, so they work under ``torch.compile(fullgraph=True)``, inside
+CUDA-graph capture and replay, and pass ``torch.library.opcheck``. Inference only: no autograd.
+Where the package was built with its torch extension (``mhc/_mhc_torch*.so``, built against the
+installed torch) the operators are registered from C++ (TORCH_LIBRARY: one call costs a few
+microseconds of host time); otherwise, or with ``MHC_TORCH_OPS=python``, the same schemas are
+registered in Python (``torch.library``). ``BACKEND`` says which.
+
+Created explicitly, before the first call (and before any capture):
 
 * weights: ``w = mhc.torch.prepare(fn, scale, base, config=cfg, device="cuda:0")`` (or
-  ``prepare_head``) once at load time. The returned ``Weights`` object owns the prepared copies;
-  the operators receive its integer ``handle`` (custom-op schemas cannot carry opaque objects).
-  Keep the Weights object alive as long as the model; a handle whose Weights was garbage
-  collected fails closed.
-* workspaces: ``mhc.torch.init("cuda:0", max_tokens)`` creates the device's workspace
-  (synchronously) and registers it. CUDA calls look it up and never allocate one lazily; a CUDA
-  call on a device without one raises mhc.MhcError. CPU calls need none.
-
-CUDA calls run on torch's current stream of the tensors' device. One workspace serves one stream
-at a time: the usual single-stream forward (eager, compiled or graph-captured) is fine; for
-concurrent streams on one device create more workspaces with mhc.Workspace.create and use
-mhc.ops directly with ``workspace=``.
+  ``prepare_head``) once at load time. The prepared copies live in a torch tensor,
+  ``w.buffer`` (uint8, ``prepared_bytes`` long), which the operators receive: keep it as a
+  buffer of your module (``register_buffer``) and it is counted, saved and loaded like any
+  other; ``out=`` prepares into a tensor you allocated; ``Weights.from_buffer`` re-attaches a
+  loaded buffer without preparing again.
+* workspaces: ``mhc.torch.init("cuda:0", max_tokens)`` creates the device's default workspace
+  (synchronously, loading every kernel: no first-call stall) and registers it;
+  ``init(device, max_tokens, stream=s)`` creates one bound to stream ``s`` (for work on a side
+  stream). A CUDA call uses the workspace registered for its stream (torch's current stream),
+  else the device's default; a call on a device without one raises mhc.MhcError. CPU calls need
+  none. One workspace serves one stream at a time: give every stream that runs mHC concurrently
+  its own (docs/integration.md).
 """
 
-import functools
-import itertools
-import weakref
+import atexit
+import os
+import re
+import sys
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -32,7 +41,7 @@ from torch import Tensor
 
 from mhc import _mhc
 from mhc import ops as _ops
-from mhc._arrays import mhc_error
+from mhc._arrays import MhcError, mhc_error, native
 from mhc._config import Config
 from mhc.ops import Mixes, Pre, PreBroadcast, PostPre
 
@@ -40,7 +49,9 @@ Workspace = _mhc.Workspace
 
 # ---- devices and workspaces --------------------------------------------------------------------
 
-_workspaces: Dict[int, "Workspace"] = {}
+# (device index, stream or None) -> Workspace: what init() registered (mirrored in the native
+# registry the C++ operators look up).
+_workspaces: Dict[Tuple[int, Optional[int]], "Workspace"] = {}
 
 
 def _device(device) -> torch.device:
@@ -52,104 +63,174 @@ def _device(device) -> torch.device:
     return d
 
 
-def init(device, max_tokens: int, max_n: int = 8) -> Optional["Workspace"]:
-    """Creates and registers the workspace of ``device`` for calls of up to ``max_tokens`` tokens.
+def _stream_int(stream) -> Optional[int]:
+    if stream is None:
+        return None
+    if isinstance(stream, int):
+        return stream
+    handle = getattr(stream, "cuda_stream", None)
+    if handle is None:
+        raise mhc_error(f"stream: expected a torch.cuda.Stream or an int, got {type(stream).__name__}")
+    return int(handle)
 
-    Call once per CUDA device before the first operator call, outside any CUDA-graph capture
-    (it allocates and synchronises). Calling again replaces the workspace (e.g. to grow
-    max_tokens); graphs captured with the old one keep referencing its memory, so recapture.
-    Returns the workspace (None for a CPU device, which needs none).
+
+def init(device, max_tokens: int, max_n: int = 8, *, stream=None, warmup: bool = True) -> Optional["Workspace"]:
+    """Creates and registers a workspace of ``device`` for calls of up to ``max_tokens`` tokens.
+
+    Without ``stream``: the device's default workspace (used by calls on any stream that has no
+    workspace of its own). With ``stream`` (a torch.cuda.Stream): a workspace bound to that stream,
+    used by the calls made while it is torch's current stream. Call outside any CUDA-graph capture
+    (it allocates, synchronises and loads every kernel). Calling again replaces the workspace;
+    graphs captured with the old one keep referencing its memory, so recapture. Returns the
+    workspace (None for a CPU device, which needs none).
     """
     d = _device(device)
     if d.type == "cpu":
         return None
-    ws = _mhc.Workspace.create(f"cuda:{d.index}", int(max_tokens), int(max_n))
-    _workspaces[d.index] = ws
-    _ops.set_default_workspace(ws)
+    s = _stream_int(stream)
+    ws = _mhc.Workspace.create(f"cuda:{d.index}", int(max_tokens), int(max_n), stream=s, warmup=warmup)
+    _workspaces[(d.index, s)] = ws
+    _mhc.register_workspace(ws, s)
+    if s is None:
+        _ops.set_default_workspace(ws)
     return ws
 
 
-def workspace(device) -> Optional["Workspace"]:
-    """The workspace registered by init() for ``device``, or None."""
+def workspace(device, stream=None) -> Optional["Workspace"]:
+    """The workspace init() registered for ``device`` (and ``stream``), or None."""
     d = _device(device)
-    return _workspaces.get(d.index) if d.type == "cuda" else None
+    return _workspaces.get((d.index, _stream_int(stream))) if d.type == "cuda" else None
+
+
+def warmup(device) -> Tuple[int, int, float]:
+    """Loads every CUDA kernel the device can run (init does it): (kernels, loaded, seconds)."""
+    return _mhc.warmup(str(_device(device)))
 
 
 # ---- weights -----------------------------------------------------------------------------------
 
-_registry: "weakref.WeakValueDictionary[int, Weights]" = weakref.WeakValueDictionary()
-_handles = itertools.count(1)
+
+def prepared_bytes(*, config: Optional[Config] = None, n: Optional[int] = None, H: Optional[int] = None,
+                   head: bool = False, device="cpu") -> int:
+    """Bytes of the buffer that holds one prepared block (or head) on ``device``."""
+    if config is not None:
+        n, H = config.n, config.H
+    if n is None or H is None:
+        raise mhc_error("prepared_bytes: pass config= or n= and H=")
+    return int(_mhc.prepared_bytes(int(n), int(H), bool(head), str(_device(device))))
 
 
 class Weights:
-    """Prepared weights for the torch operators: ``prepared`` (mhc.PreparedWeights) and ``handle``
-    (the int the operators receive). Create with mhc.torch.prepare / prepare_head."""
+    """Prepared weights in a torch tensor: ``buffer`` (uint8, on the weights' device), what the
+    operators receive; ``prepared`` (mhc.PreparedWeights over the same memory) for mhc.ops.
+    Create with mhc.torch.prepare / prepare_head, or over a buffer with from_buffer."""
 
-    def __init__(self, prepared):
-        if not isinstance(prepared, _mhc.PreparedWeights):
-            raise mhc_error(f"Weights: expected an mhc.PreparedWeights, got {type(prepared).__name__}")
+    def __init__(self, buffer: Tensor, n: int, H: int, head: bool, prepared=None):
+        if not isinstance(buffer, Tensor):
+            raise mhc_error(f"Weights: buffer: expected a torch.Tensor, got {type(buffer).__name__}")
+        self.buffer, self.n, self.H, self.head = buffer, int(n), int(H), bool(head)
+        if prepared is None:
+            prepared = _mhc.attach_prepared(native(buffer, "Weights", "buffer"), self.n, self.H, self.head)
         self.prepared = prepared
-        self.handle = next(_handles)
-        _registry[self.handle] = self
+
+    @classmethod
+    def from_buffer(cls, buffer: Tensor, *, config: Config, head: bool = False) -> "Weights":
+        """Weights over a buffer that prepare() filled (e.g. loaded from a state dict): no copy."""
+        return cls(buffer, config.n, config.H, head)
 
     @property
     def device(self) -> torch.device:
-        return torch.device(self.prepared.device)
+        return self.buffer.device
 
     def __repr__(self):
-        return f"mhc.torch.Weights(handle={self.handle}, {self.prepared!r})"
+        return f"mhc.torch.Weights({self.prepared!r}, buffer={tuple(self.buffer.shape)} {self.buffer.dtype})"
 
 
-def _target(device, fn):
+def _target(device, fn, out):
+    if out is not None:
+        return out.device
     if device is None:
         device = fn.device if isinstance(fn, Tensor) else "cpu"
-    return str(_device(device))
+    return _device(device)
+
+
+def _prepare(kind, fn, scale, base, config, n, H, device, out):
+    if config is not None:
+        n, H = config.n, config.H
+    if kind == "head":
+        shape = tuple(fn.shape) if hasattr(fn, "shape") else ()
+        if (n is None or H is None) and len(shape) == 2:
+            n = shape[0] if n is None else n
+            H = shape[1] // n if H is None and n and shape[1] % n == 0 else H
+    else:
+        n, H = _ops._infer_mix_dims(fn, n, H)
+    if n is None or H is None:
+        raise mhc_error(f"prepare_{kind}: cannot infer n and H; pass config= or n= and H=")
+    n, H = _ops._check_dims("prepare" if kind == "mix" else "prepare_head", n, H)
+    d = _target(device, fn, out)
+    if out is None:
+        out = torch.empty(prepared_bytes(n=n, H=H, head=kind == "head", device=d), dtype=torch.uint8, device=d)
+    prep = _ops.prepare if kind == "mix" else _ops.prepare_head
+    prepared = prep(fn, scale, base, n=n, H=H, out=out)
+    return Weights(out, n, H, kind == "head", prepared)
 
 
 def prepare(fn, scale, base, *, config: Optional[Config] = None, n: Optional[int] = None,
-            H: Optional[int] = None, device=None) -> Weights:
-    """Prepares one mix block (hc_attn_* / hc_ffn_*) for ``device`` (default: fn's device)."""
-    return Weights(_ops.prepare(fn, scale, base, config=config, n=n, H=H, device=_target(device, fn)))
+            H: Optional[int] = None, device=None, out: Optional[Tensor] = None) -> Weights:
+    """Prepares one mix block (hc_attn_* / hc_ffn_*) into a torch tensor on ``device`` (default:
+    fn's device): ``out`` when given (any dtype, contiguous, at least prepared_bytes long), else a
+    new uint8 tensor. Returns Weights; ``.buffer`` is that tensor."""
+    return _prepare("mix", fn, scale, base, config, n, H, device, out)
 
 
 def prepare_head(fn, scale, base, *, config: Optional[Config] = None, n: Optional[int] = None,
-                 H: Optional[int] = None, device=None) -> Weights:
-    """Prepares the learned head (hc_head_fn / hc_head_scale / hc_head_base) for ``device``."""
-    return Weights(_ops.prepare_head(fn, scale, base, config=config, n=n, H=H, device=_target(device, fn)))
+                 H: Optional[int] = None, device=None, out: Optional[Tensor] = None) -> Weights:
+    """Prepares the learned head (hc_head_fn / hc_head_scale / hc_head_base); see prepare."""
+    return _prepare("head", fn, scale, base, config, n, H, device, out)
 
 
-def _lookup(handle: int, op: str):
-    if handle < 0:
-        return None
-    w = _registry.get(handle)
-    if w is None:
-        raise mhc_error(f"{op}: weights: handle {handle} does not name live mhc.torch.Weights "
-                        f"(keep the object returned by mhc.torch.prepare alive)")
-    return w.prepared
+# ---- schemas (shared by the C++ and the Python registration) -----------------------------------
+
+_S = ("int n, int H, float norm_eps, float pre_eps, float sinkhorn_eps, int sinkhorn_iters, float post_scale, "
+      "float rmsnorm_eps")
+
+#: The operator schemas, name -> arguments and returns (python/src/mhc_torch.cpp registers the same).
+SCHEMAS: Dict[str, str] = {
+    "mixes": f"(Tensor residual, Tensor weights, {_S}) -> (Tensor, Tensor, Tensor)",
+    "mixes_out": f"(Tensor residual, Tensor weights, Tensor(a!) pre_mix, Tensor(b!) post_mix, "
+                 f"Tensor(c!) comb_mix, {_S}) -> ()",
+    "collapse": f"(Tensor residual, Tensor? pre_mix, Tensor? rmsnorm_weight, str pre_source, {_S}) -> Tensor",
+    "collapse_out": f"(Tensor residual, Tensor? pre_mix, Tensor? rmsnorm_weight, str pre_source, "
+                    f"Tensor(a!) layer_input, {_S}) -> ()",
+    "pre": f"(Tensor residual, Tensor weights, Tensor? pre_mix_in, Tensor? rmsnorm_weight, str pre_source, {_S}) "
+           f"-> (Tensor, Tensor, Tensor, Tensor)",
+    "pre_out": f"(Tensor residual, Tensor weights, Tensor? pre_mix_in, Tensor? rmsnorm_weight, str pre_source, "
+               f"Tensor(a!) layer_input, Tensor(b!) post_mix, Tensor(c!) comb_mix, Tensor(d!)? pre_mix_out, {_S}) -> ()",
+    "pre_broadcast": f"(Tensor embedding, Tensor weights, Tensor? pre_mix_in, Tensor? rmsnorm_weight, str pre_source, "
+                     f"bool materialize_residual, {_S}) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
+    "pre_broadcast_out": f"(Tensor embedding, Tensor weights, Tensor? pre_mix_in, Tensor? rmsnorm_weight, "
+                         f"str pre_source, Tensor(a!) layer_input, Tensor(b!) post_mix, Tensor(c!) comb_mix, "
+                         f"Tensor(d!)? pre_mix_out, Tensor(e!)? residual_out, {_S}) -> ()",
+    "post": f"(Tensor layer_output, Tensor residual, Tensor post_mix, Tensor comb_mix, {_S}) -> Tensor",
+    "post_out": f"(Tensor layer_output, Tensor residual, Tensor post_mix, Tensor comb_mix, Tensor(a!) residual_out, "
+                f"{_S}) -> ()",
+    "post_pre": f"(Tensor layer_output, Tensor residual, Tensor post_mix, Tensor comb_mix, Tensor weights, "
+                f"Tensor? pre_mix_in, Tensor? rmsnorm_weight, str pre_source, {_S}) "
+                f"-> (Tensor, Tensor, Tensor, Tensor, Tensor)",
+    "post_pre_out": f"(Tensor layer_output, Tensor residual, Tensor post_mix, Tensor comb_mix, Tensor weights, "
+                    f"Tensor? pre_mix_in, Tensor? rmsnorm_weight, str pre_source, Tensor(a!) residual_out, "
+                    f"Tensor(b!) layer_input, Tensor(c!) post_mix_out, Tensor(d!) comb_mix_out, "
+                    f"Tensor(e!)? pre_mix_out, {_S}) -> ()",
+    "head": f"(Tensor residual, Tensor? weights, Tensor? pre_mix_in, Tensor? rmsnorm_weight, str kind, {_S}) -> Tensor",
+    "head_out": f"(Tensor residual, Tensor? weights, Tensor? pre_mix_in, Tensor? rmsnorm_weight, str kind, "
+                f"Tensor(a!) output, {_S}) -> ()",
+}
+
+#: The functional operators (torch.ops.mhc.<name>); each has a <name>_out form.
+OPERATORS: List[str] = ["mixes", "collapse", "pre", "pre_broadcast", "post", "post_pre", "head"]
 
 
-# ---- running a call ----------------------------------------------------------------------------
-
-@functools.lru_cache(maxsize=1024)
-def _config(n, H, norm_eps, pre_eps, sinkhorn_eps, sinkhorn_iters, post_scale, rmsnorm_eps) -> Config:
-    return Config(n=n, H=H, norm_eps=norm_eps, pre_eps=pre_eps, sinkhorn_eps=sinkhorn_eps,
-                  sinkhorn_iters=sinkhorn_iters, post_scale=post_scale, rmsnorm_eps=rmsnorm_eps)
-
-
-def _run(fn, primary: Tensor, op: str, **kwargs):
-    dev = primary.device
-    if dev.type != "cuda":
-        return fn(**kwargs)
-    ws = _workspaces.get(dev.index)
-    if ws is None:
-        raise mhc_error(f"{op}: no mhc workspace for {dev}: call mhc.torch.init('{dev}', max_tokens) once "
-                        f"before the first call (and before any CUDA-graph capture)")
-    stream = torch.cuda.current_stream(dev).cuda_stream
-    if torch.cuda.current_device() == dev.index:
-        return fn(stream=stream, workspace=ws, **kwargs)
-    with torch.cuda.device(dev.index):
-        return fn(stream=stream, workspace=ws, **kwargs)
-
+# ---- output shapes (the functional forms and the fake implementations) -------------------------
 
 def _bf16(shape, like: Tensor) -> Tensor:
     return torch.empty(shape, dtype=torch.bfloat16, device=like.device)
@@ -159,70 +240,14 @@ def _f32(shape, like: Tensor) -> Tensor:
     return torch.empty(shape, dtype=torch.float32, device=like.device)
 
 
-# ---- custom operators --------------------------------------------------------------------------
-# Schemas carry the Config as scalars (n, H, norm_eps, pre_eps, sinkhorn_eps, sinkhorn_iters,
-# post_scale, rmsnorm_eps) and weights as the Weights handle (-1: none). Outputs are fresh,
-# contiguous tensors; the fake implementations allocate the same shapes.
-
 def _mixes_out(residual, n):
     T = residual.shape[0]
     return _f32((T, n), residual), _f32((T, n), residual), _f32((T, n, n), residual)
 
 
-@torch.library.custom_op("mhc::mixes", mutates_args=())
-def _mixes_op(residual: Tensor, weights: int, n: int, H: int, norm_eps: float, pre_eps: float,
-              sinkhorn_eps: float, sinkhorn_iters: int, post_scale: float,
-              rmsnorm_eps: float) -> Tuple[Tensor, Tensor, Tensor]:
-    cfg = _config(n, H, norm_eps, pre_eps, sinkhorn_eps, sinkhorn_iters, post_scale, rmsnorm_eps)
-    pre_mix, post_mix, comb_mix = _mixes_out(residual, n)
-    _run(_ops.mixes, residual, "mixes", residual=residual, weights=_lookup(weights, "mixes"), config=cfg,
-         pre_mix=pre_mix, post_mix=post_mix, comb_mix=comb_mix)
-    return pre_mix, post_mix, comb_mix
-
-
-@_mixes_op.register_fake
-def _(residual, weights, n, H, norm_eps, pre_eps, sinkhorn_eps, sinkhorn_iters, post_scale, rmsnorm_eps):
-    return _mixes_out(residual, n)
-
-
-@torch.library.custom_op("mhc::collapse", mutates_args=())
-def _collapse_op(residual: Tensor, pre_mix: Optional[Tensor], rmsnorm_weight: Optional[Tensor], pre_source: str,
-                 n: int, H: int, norm_eps: float, pre_eps: float, sinkhorn_eps: float, sinkhorn_iters: int,
-                 post_scale: float, rmsnorm_eps: float) -> Tensor:
-    cfg = _config(n, H, norm_eps, pre_eps, sinkhorn_eps, sinkhorn_iters, post_scale, rmsnorm_eps)
-    out = _bf16((residual.shape[0], H), residual)
-    _run(_ops.collapse, residual, "collapse", residual=residual, pre_mix=pre_mix, config=cfg, pre_source=pre_source,
-         rmsnorm_weight=rmsnorm_weight, layer_input=out)
-    return out
-
-
-@_collapse_op.register_fake
-def _(residual, pre_mix, rmsnorm_weight, pre_source, n, H, norm_eps, pre_eps, sinkhorn_eps, sinkhorn_iters,
-      post_scale, rmsnorm_eps):
-    return _bf16((residual.shape[0], H), residual)
-
-
 def _pre_out(x, n, H):
     T = x.shape[0]
     return _bf16((T, H), x), _f32((T, n), x), _f32((T, n, n), x), _f32((T, n), x)
-
-
-@torch.library.custom_op("mhc::pre", mutates_args=())
-def _pre_op(residual: Tensor, weights: int, pre_mix_in: Optional[Tensor], rmsnorm_weight: Optional[Tensor],
-            pre_source: str, n: int, H: int, norm_eps: float, pre_eps: float, sinkhorn_eps: float,
-            sinkhorn_iters: int, post_scale: float, rmsnorm_eps: float) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-    cfg = _config(n, H, norm_eps, pre_eps, sinkhorn_eps, sinkhorn_iters, post_scale, rmsnorm_eps)
-    layer_input, post_mix, comb_mix, pre_mix_out = _pre_out(residual, n, H)
-    _run(_ops.pre, residual, "pre", residual=residual, weights=_lookup(weights, "pre"), config=cfg,
-         pre_source=pre_source, pre_mix_in=pre_mix_in, rmsnorm_weight=rmsnorm_weight, layer_input=layer_input,
-         post_mix=post_mix, comb_mix=comb_mix, pre_mix_out=pre_mix_out)
-    return layer_input, post_mix, comb_mix, pre_mix_out
-
-
-@_pre_op.register_fake
-def _(residual, weights, pre_mix_in, rmsnorm_weight, pre_source, n, H, norm_eps, pre_eps, sinkhorn_eps,
-      sinkhorn_iters, post_scale, rmsnorm_eps):
-    return _pre_out(residual, n, H)
 
 
 def _pre_broadcast_out(embedding, n, H, materialize):
@@ -231,93 +256,240 @@ def _pre_broadcast_out(embedding, n, H, materialize):
     return _pre_out(embedding, n, H) + (residual_out,)
 
 
-@torch.library.custom_op("mhc::pre_broadcast", mutates_args=())
-def _pre_broadcast_op(embedding: Tensor, weights: int, pre_mix_in: Optional[Tensor],
-                      rmsnorm_weight: Optional[Tensor], pre_source: str, materialize_residual: bool, n: int, H: int,
-                      norm_eps: float, pre_eps: float, sinkhorn_eps: float, sinkhorn_iters: int, post_scale: float,
-                      rmsnorm_eps: float) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    cfg = _config(n, H, norm_eps, pre_eps, sinkhorn_eps, sinkhorn_iters, post_scale, rmsnorm_eps)
-    outs = _pre_broadcast_out(embedding, n, H, materialize_residual)
-    layer_input, post_mix, comb_mix, pre_mix_out, residual_out = outs
-    _run(_ops.pre_broadcast, embedding, "pre_broadcast", embedding=embedding,
-         weights=_lookup(weights, "pre_broadcast"), config=cfg, pre_source=pre_source, pre_mix_in=pre_mix_in,
-         rmsnorm_weight=rmsnorm_weight, layer_input=layer_input, post_mix=post_mix, comb_mix=comb_mix,
-         pre_mix_out=pre_mix_out, residual_out=residual_out if materialize_residual else None)
-    return outs
-
-
-@_pre_broadcast_op.register_fake
-def _(embedding, weights, pre_mix_in, rmsnorm_weight, pre_source, materialize_residual, n, H, norm_eps, pre_eps,
-      sinkhorn_eps, sinkhorn_iters, post_scale, rmsnorm_eps):
-    return _pre_broadcast_out(embedding, n, H, materialize_residual)
-
-
-@torch.library.custom_op("mhc::post", mutates_args=())
-def _post_op(layer_output: Tensor, residual: Tensor, post_mix: Tensor, comb_mix: Tensor, n: int, H: int,
-             norm_eps: float, pre_eps: float, sinkhorn_eps: float, sinkhorn_iters: int, post_scale: float,
-             rmsnorm_eps: float) -> Tensor:
-    cfg = _config(n, H, norm_eps, pre_eps, sinkhorn_eps, sinkhorn_iters, post_scale, rmsnorm_eps)
-    out = _bf16((layer_output.shape[0], n, H), layer_output)
-    _run(_ops.post, layer_output, "post", layer_output=layer_output, residual=residual, post_mix=post_mix,
-         comb_mix=comb_mix, config=cfg, residual_out=out)
-    return out
-
-
-@_post_op.register_fake
-def _(layer_output, residual, post_mix, comb_mix, n, H, norm_eps, pre_eps, sinkhorn_eps, sinkhorn_iters,
-      post_scale, rmsnorm_eps):
-    return _bf16((layer_output.shape[0], n, H), layer_output)
-
-
 def _post_pre_out(layer_output, n, H):
     T = layer_output.shape[0]
     return (_bf16((T, n, H), layer_output), _bf16((T, H), layer_output), _f32((T, n), layer_output),
             _f32((T, n, n), layer_output), _f32((T, n), layer_output))
 
 
-@torch.library.custom_op("mhc::post_pre", mutates_args=())
-def _post_pre_op(layer_output: Tensor, residual: Tensor, post_mix: Tensor, comb_mix: Tensor, weights: int,
-                 pre_mix_in: Optional[Tensor], rmsnorm_weight: Optional[Tensor], pre_source: str, n: int, H: int,
-                 norm_eps: float, pre_eps: float, sinkhorn_eps: float, sinkhorn_iters: int, post_scale: float,
-                 rmsnorm_eps: float) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    cfg = _config(n, H, norm_eps, pre_eps, sinkhorn_eps, sinkhorn_iters, post_scale, rmsnorm_eps)
-    outs = _post_pre_out(layer_output, n, H)
-    residual_out, layer_input, post_mix_out, comb_mix_out, pre_mix_out = outs
-    _run(_ops.post_pre, layer_output, "post_pre", layer_output=layer_output, residual=residual, post_mix=post_mix,
-         comb_mix=comb_mix, weights=_lookup(weights, "post_pre"), config=cfg, pre_source=pre_source,
-         pre_mix_in=pre_mix_in, rmsnorm_weight=rmsnorm_weight, residual_out=residual_out, layer_input=layer_input,
-         post_mix_out=post_mix_out, comb_mix_out=comb_mix_out, pre_mix_out=pre_mix_out)
-    return outs
+def _fakes():
+    """name -> fake implementation (shapes only), for both registrations."""
+    def none(*args):
+        return None
+
+    return {
+        "mixes": lambda residual, weights, n, H, *s: _mixes_out(residual, n),
+        "collapse": lambda residual, pre_mix, nw, src, n, H, *s: _bf16((residual.shape[0], H), residual),
+        "pre": lambda residual, weights, pre_in, nw, src, n, H, *s: _pre_out(residual, n, H),
+        "pre_broadcast": lambda emb, weights, pre_in, nw, src, mat, n, H, *s: _pre_broadcast_out(emb, n, H, mat),
+        "post": lambda y, residual, pm, cm, n, H, *s: _bf16((y.shape[0], n, H), y),
+        "post_pre": lambda y, residual, pm, cm, weights, pre_in, nw, src, n, H, *s: _post_pre_out(y, n, H),
+        "head": lambda residual, weights, pre_in, nw, kind, n, H, *s: _bf16((residual.shape[0], H), residual),
+        **{f"{op}_out": none for op in OPERATORS},
+    }
 
 
-@_post_pre_op.register_fake
-def _(layer_output, residual, post_mix, comb_mix, weights, pre_mix_in, rmsnorm_weight, pre_source, n, H,
-      norm_eps, pre_eps, sinkhorn_eps, sinkhorn_iters, post_scale, rmsnorm_eps):
-    return _post_pre_out(layer_output, n, H)
+# ---- the C++ registration, where the extension was built --------------------------------------
+
+def _load_cpp() -> bool:
+    if os.environ.get("MHC_TORCH_OPS", "").lower() == "python":
+        return False
+    here = os.path.dirname(os.path.abspath(__file__))
+    libs = sorted(f for f in os.listdir(here) if f.startswith("_mhc_torch") and f.endswith(".so"))
+    if not libs:
+        return False
+    path = os.path.join(here, libs[0])
+    try:
+        torch.ops.load_library(path)
+        import ctypes
+
+        lib = ctypes.CDLL(path)
+        lib.mhc_torch_set_api.restype = ctypes.c_char_p
+        lib.mhc_torch_set_api.argtypes = [ctypes.c_void_p]
+        err = lib.mhc_torch_set_api(ctypes.c_void_p(_mhc.api_table_address()))
+    except (OSError, RuntimeError, AttributeError) as e:  # built for another torch: fall back
+        import warnings
+
+        warnings.warn(f"mhc.torch: the C++ operators ({path}) did not load ({e}); using the Python "
+                      f"registration (slower per call)", RuntimeWarning, stacklevel=3)
+        return False
+    if err:
+        raise mhc_error(f"mhc.torch: {err.decode()}")
+    return True
 
 
-@torch.library.custom_op("mhc::head", mutates_args=())
-def _head_op(residual: Tensor, weights: int, pre_mix_in: Optional[Tensor], rmsnorm_weight: Optional[Tensor],
-             kind: str, n: int, H: int, norm_eps: float, pre_eps: float, sinkhorn_eps: float, sinkhorn_iters: int,
-             post_scale: float, rmsnorm_eps: float) -> Tensor:
-    cfg = _config(n, H, norm_eps, pre_eps, sinkhorn_eps, sinkhorn_iters, post_scale, rmsnorm_eps)
-    out = _bf16((residual.shape[0], H), residual)
-    _run(_ops.head, residual, "head", residual=residual, config=cfg, kind=kind, weights=_lookup(weights, "head"),
-         pre_mix_in=pre_mix_in, rmsnorm_weight=rmsnorm_weight, output=out)
-    return out
+# ---- the Python registration (no extension, or MHC_TORCH_OPS=python) ---------------------------
+
+_attached: Dict[tuple, object] = {}
 
 
-@_head_op.register_fake
-def _(residual, weights, pre_mix_in, rmsnorm_weight, kind, n, H, norm_eps, pre_eps, sinkhorn_eps, sinkhorn_iters,
-      post_scale, rmsnorm_eps):
-    return _bf16((residual.shape[0], H), residual)
+def _weights_of(buffer: Optional[Tensor], n: int, H: int, head: bool, op: str):
+    """PreparedWeights over the operator's weights buffer (views cached by address and shape: the
+    buffer is an argument of the call, so it is alive; what it holds is read at the call)."""
+    if buffer is None:
+        return None
+    key = (buffer.data_ptr(), buffer.device, buffer.nbytes, n, H, head)
+    w = _attached.get(key)
+    if w is None:
+        if len(_attached) > 4096:
+            _attached.clear()
+        w = _mhc.attach_prepared(native(buffer, op, "weights"), n, H, head)
+        _attached[key] = w
+    return w
 
 
-#: The registered operators (torch.ops.mhc.<name>), e.g. for torch.library.opcheck.
-OPERATORS: List[str] = ["mixes", "collapse", "pre", "pre_broadcast", "post", "post_pre", "head"]
+def _run(fn, primary: Tensor, op: str, **kwargs):
+    dev = primary.device
+    if dev.type != "cuda":
+        return fn(**kwargs)
+    stream = torch.cuda.current_stream(dev).cuda_stream
+    ws = _workspaces.get((dev.index, stream)) or _workspaces.get((dev.index, None))
+    if ws is None:
+        raise mhc_error(f"{op}: no mhc workspace for {dev}: call mhc.torch.init('{dev}', max_tokens) once "
+                        f"before the first call (and before any CUDA-graph capture)")
+    if torch.cuda.current_device() == dev.index:
+        return fn(stream=stream, workspace=ws, **kwargs)
+    with torch.cuda.device(dev.index):
+        return fn(stream=stream, workspace=ws, **kwargs)
+
+
+_configs: Dict[tuple, Config] = {}
+
+
+def _config(*scalars) -> Config:
+    c = _configs.get(scalars)
+    if c is None:
+        n, H, norm_eps, pre_eps, sinkhorn_eps, sinkhorn_iters, post_scale, rmsnorm_eps = scalars
+        c = Config(n=n, H=H, norm_eps=norm_eps, pre_eps=pre_eps, sinkhorn_eps=sinkhorn_eps,
+                   sinkhorn_iters=sinkhorn_iters, post_scale=post_scale, rmsnorm_eps=rmsnorm_eps)
+        if len(_configs) > 1024:
+            _configs.clear()
+        _configs[scalars] = c
+    return c
+
+
+def _py_impls():
+    """name -> implementation of the destination-passing forms, on _ops."""
+    def mixes_out(residual, weights, pre_mix, post_mix, comb_mix, *s):
+        cfg = _config(*s)
+        _run(_ops.mixes, residual, "mixes", residual=residual, config=cfg,
+             weights=_weights_of(weights, cfg.n, cfg.H, False, "mixes"),
+             pre_mix=pre_mix, post_mix=post_mix, comb_mix=comb_mix)
+
+    def collapse_out(residual, pre_mix, nw, src, layer_input, *s):
+        _run(_ops.collapse, residual, "collapse", residual=residual, pre_mix=pre_mix, config=_config(*s),
+             pre_source=src, rmsnorm_weight=nw, layer_input=layer_input)
+
+    def pre_out(residual, weights, pre_in, nw, src, layer_input, post_mix, comb_mix, pre_mix_out, *s):
+        cfg = _config(*s)
+        _run(_ops.pre, residual, "pre", residual=residual, weights=_weights_of(weights, cfg.n, cfg.H, False, "pre"),
+             config=cfg, pre_source=src, pre_mix_in=pre_in, rmsnorm_weight=nw, layer_input=layer_input,
+             post_mix=post_mix, comb_mix=comb_mix, pre_mix_out=pre_mix_out)
+
+    def pre_broadcast_out(emb, weights, pre_in, nw, src, layer_input, post_mix, comb_mix, pre_mix_out,
+                          residual_out, *s):
+        cfg = _config(*s)
+        _run(_ops.pre_broadcast, emb, "pre_broadcast", embedding=emb,
+             weights=_weights_of(weights, cfg.n, cfg.H, False, "pre_broadcast"), config=cfg, pre_source=src,
+             pre_mix_in=pre_in, rmsnorm_weight=nw, layer_input=layer_input, post_mix=post_mix, comb_mix=comb_mix,
+             pre_mix_out=pre_mix_out, residual_out=residual_out)
+
+    def post_out(y, residual, pm, cm, residual_out, *s):
+        _run(_ops.post, y, "post", layer_output=y, residual=residual, post_mix=pm, comb_mix=cm, config=_config(*s),
+             residual_out=residual_out)
+
+    def post_pre_out(y, residual, pm, cm, weights, pre_in, nw, src, residual_out, layer_input, post_mix_out,
+                     comb_mix_out, pre_mix_out, *s):
+        cfg = _config(*s)
+        _run(_ops.post_pre, y, "post_pre", layer_output=y, residual=residual, post_mix=pm, comb_mix=cm,
+             weights=_weights_of(weights, cfg.n, cfg.H, False, "post_pre"), config=cfg, pre_source=src,
+             pre_mix_in=pre_in, rmsnorm_weight=nw, residual_out=residual_out, layer_input=layer_input,
+             post_mix_out=post_mix_out, comb_mix_out=comb_mix_out, pre_mix_out=pre_mix_out)
+
+    def head_out(residual, weights, pre_in, nw, kind, output, *s):
+        cfg = _config(*s)
+        _run(_ops.head, residual, "head", residual=residual, config=cfg, kind=kind,
+             weights=_weights_of(weights, cfg.n, cfg.H, True, "head"), pre_mix_in=pre_in, rmsnorm_weight=nw,
+             output=output)
+
+    # The functional forms: the outputs allocated, then the destination-passing form.
+    def mixes(residual, weights, n, H, *s):
+        outs = _mixes_out(residual, n)
+        mixes_out(residual, weights, *outs, n, H, *s)
+        return outs
+
+    def collapse(residual, pre_mix, nw, src, n, H, *s):
+        out = _bf16((residual.shape[0], H), residual)
+        collapse_out(residual, pre_mix, nw, src, out, n, H, *s)
+        return out
+
+    def pre(residual, weights, pre_in, nw, src, n, H, *s):
+        outs = _pre_out(residual, n, H)
+        pre_out(residual, weights, pre_in, nw, src, *outs, n, H, *s)
+        return outs
+
+    def pre_broadcast(emb, weights, pre_in, nw, src, mat, n, H, *s):
+        outs = _pre_broadcast_out(emb, n, H, mat)
+        pre_broadcast_out(emb, weights, pre_in, nw, src, *outs[:4], outs[4] if mat else None, n, H, *s)
+        return outs
+
+    def post(y, residual, pm, cm, n, H, *s):
+        out = _bf16((y.shape[0], n, H), y)
+        post_out(y, residual, pm, cm, out, n, H, *s)
+        return out
+
+    def post_pre(y, residual, pm, cm, weights, pre_in, nw, src, n, H, *s):
+        outs = _post_pre_out(y, n, H)
+        post_pre_out(y, residual, pm, cm, weights, pre_in, nw, src, *outs, n, H, *s)
+        return outs
+
+    def head(residual, weights, pre_in, nw, kind, n, H, *s):
+        out = _bf16((residual.shape[0], H), residual)
+        head_out(residual, weights, pre_in, nw, kind, out, n, H, *s)
+        return out
+
+    return dict(mixes=mixes, mixes_out=mixes_out, collapse=collapse, collapse_out=collapse_out, pre=pre,
+                pre_out=pre_out, pre_broadcast=pre_broadcast, pre_broadcast_out=pre_broadcast_out, post=post,
+                post_out=post_out, post_pre=post_pre, post_pre_out=post_pre_out, head=head, head_out=head_out)
+
+
+def _register():
+    if _load_cpp():
+        backend = "cpp"
+    else:
+        backend = "python"
+        lib = torch.library.Library("mhc", "DEF")
+        impls = _py_impls()
+        for name, schema in SCHEMAS.items():
+            lib.define(name + schema)
+            lib.impl(name, impls[name], "CPU")
+            lib.impl(name, impls[name], "CUDA")
+        _register.lib = lib  # the registration lives as long as the module
+    for name, fake in _fakes().items():
+        torch.library.register_fake(f"mhc::{name}")(fake)
+    return backend
+
+
+#: "cpp" (the operators registered from C++) or "python".
+BACKEND: str = _register()
+
+
+def _release():
+    """At exit, before the extension's teardown: drop every native object this module holds (the
+    registered workspaces, the cached weights views and configs), so nanobind reports no leak."""
+    _workspaces.clear()
+    _attached.clear()
+    _configs.clear()
+    _mhc.clear_registered_workspaces()
+    _ops.clear_default_workspaces()
+
+
+atexit.register(_release)
 
 
 # ---- the Python API over the operators ---------------------------------------------------------
+
+_LOCATION = re.compile(r"^\S+:\d+: ")
+
+
+def _mhc_error(e: RuntimeError) -> Exception:
+    """A library error raised through a C++ operator (a RuntimeError 'file:line: message') as
+    mhc.MhcError; anything else unchanged."""
+    if isinstance(e, MhcError):
+        return e
+    text = str(e).split("\n", 1)[0]
+    return mhc_error(text) if _LOCATION.match(text) else e
+
 
 def _scalars(config: Config):
     return (config.n, config.H, config.norm_eps, config.pre_eps, config.sinkhorn_eps, config.sinkhorn_iters,
@@ -328,27 +500,41 @@ def _scalars(config: Config):
 _POST_ONLY_SCALARS = (1e-6, 1e-6, 1e-6, 20, 2.0, 1e-6)
 
 
-def _handle(weights) -> int:
-    return -1 if weights is None else weights.handle
+def _buffer(weights) -> Optional[Tensor]:
+    if weights is None:
+        return None
+    buf = getattr(weights, "buffer", None)
+    if not isinstance(buf, Tensor):
+        raise mhc_error(f"weights: expected mhc.torch.Weights (mhc.torch.prepare), got {type(weights).__name__}")
+    return buf
 
 
 def mixes(residual: Tensor, weights: Weights, *, config: Config) -> Mixes:
     """torch.ops.mhc.mixes: residual [T,n,H] bf16 -> Mixes(pre_mix, post_mix, comb_mix)."""
-    return Mixes(*torch.ops.mhc.mixes(residual, _handle(weights), *_scalars(config)))
+    try:
+        return Mixes(*torch.ops.mhc.mixes(residual, _buffer(weights), *_scalars(config)))
+    except RuntimeError as e:
+        raise _mhc_error(e) from None
 
 
 def collapse(residual: Tensor, pre_mix: Optional[Tensor] = None, *, config: Config, pre_source: str = "carried",
              rmsnorm_weight: Optional[Tensor] = None) -> Tensor:
     """torch.ops.mhc.collapse: residual [T,n,H], pre_mix [T,n] -> layer_input [T,H] bf16."""
-    return torch.ops.mhc.collapse(residual, pre_mix, rmsnorm_weight, pre_source, *_scalars(config))
+    try:
+        return torch.ops.mhc.collapse(residual, pre_mix, rmsnorm_weight, pre_source, *_scalars(config))
+    except RuntimeError as e:
+        raise _mhc_error(e) from None
 
 
 def pre(residual: Tensor, weights: Weights, *, config: Config, pre_source: str = "computed",
         pre_mix_in: Optional[Tensor] = None, rmsnorm_weight: Optional[Tensor] = None) -> Pre:
     """torch.ops.mhc.pre -> Pre(layer_input, post_mix, comb_mix, pre_mix_out); pre_mix_out is the
     fresh pre (always returned)."""
-    return Pre(*torch.ops.mhc.pre(residual, _handle(weights), pre_mix_in, rmsnorm_weight, pre_source,
-                                  *_scalars(config)))
+    try:
+        return Pre(*torch.ops.mhc.pre(residual, _buffer(weights), pre_mix_in, rmsnorm_weight, pre_source,
+                                      *_scalars(config)))
+    except RuntimeError as e:
+        raise _mhc_error(e) from None
 
 
 def pre_broadcast(embedding: Tensor, weights: Weights, *, config: Config, pre_source: str = "computed",
@@ -357,8 +543,11 @@ def pre_broadcast(embedding: Tensor, weights: Weights, *, config: Config, pre_so
     """torch.ops.mhc.pre_broadcast (first layer) -> PreBroadcast(layer_input, post_mix, comb_mix,
     pre_mix_out, residual_out); residual_out is [T,n,H] when materialize_residual, else None (use
     the embedding itself as the broadcast-form residual of the next post)."""
-    li, pm, cm, pmo, ro = torch.ops.mhc.pre_broadcast(embedding, _handle(weights), pre_mix_in, rmsnorm_weight,
-                                                      pre_source, materialize_residual, *_scalars(config))
+    try:
+        li, pm, cm, pmo, ro = torch.ops.mhc.pre_broadcast(embedding, _buffer(weights), pre_mix_in, rmsnorm_weight,
+                                                          pre_source, materialize_residual, *_scalars(config))
+    except RuntimeError as e:
+        raise _mhc_error(e) from None
     return PreBroadcast(li, pm, cm, pmo, ro if materialize_residual else None)
 
 
@@ -371,18 +560,31 @@ def post(layer_output: Tensor, residual: Tensor, post_mix: Tensor, comb_mix: Ten
         scalars = (post_mix.shape[-1], layer_output.shape[-1]) + _POST_ONLY_SCALARS
     else:
         scalars = _scalars(config)
-    return torch.ops.mhc.post(layer_output, residual, post_mix, comb_mix, *scalars)
+    try:
+        return torch.ops.mhc.post(layer_output, residual, post_mix, comb_mix, *scalars)
+    except RuntimeError as e:
+        raise _mhc_error(e) from None
 
 
 def post_pre(layer_output: Tensor, residual: Tensor, post_mix: Tensor, comb_mix: Tensor, weights: Weights, *,
              config: Config, pre_source: str = "computed", pre_mix_in: Optional[Tensor] = None,
              rmsnorm_weight: Optional[Tensor] = None) -> PostPre:
     """torch.ops.mhc.post_pre -> PostPre(residual_out, layer_input, post_mix_out, comb_mix_out, pre_mix_out)."""
-    return PostPre(*torch.ops.mhc.post_pre(layer_output, residual, post_mix, comb_mix, _handle(weights), pre_mix_in,
-                                           rmsnorm_weight, pre_source, *_scalars(config)))
+    try:
+        return PostPre(*torch.ops.mhc.post_pre(layer_output, residual, post_mix, comb_mix, _buffer(weights),
+                                               pre_mix_in, rmsnorm_weight, pre_source, *_scalars(config)))
+    except RuntimeError as e:
+        raise _mhc_error(e) from None
 
 
 def head(residual: Tensor, *, config: Config, kind: str = "learned", weights: Optional[Weights] = None,
          pre_mix_in: Optional[Tensor] = None, rmsnorm_weight: Optional[Tensor] = None) -> Tensor:
     """torch.ops.mhc.head -> output [T,H] bf16 (kind learned / carried / mean)."""
-    return torch.ops.mhc.head(residual, _handle(weights), pre_mix_in, rmsnorm_weight, kind, *_scalars(config))
+    try:
+        return torch.ops.mhc.head(residual, _buffer(weights), pre_mix_in, rmsnorm_weight, kind, *_scalars(config))
+    except RuntimeError as e:
+        raise _mhc_error(e) from None
+
+
+__all__ = ["BACKEND", "OPERATORS", "SCHEMAS", "Weights", "Workspace", "collapse", "head", "init", "mixes", "post",
+           "post_pre", "pre", "pre_broadcast", "prepare", "prepare_head", "prepared_bytes", "warmup", "workspace"]

@@ -1,5 +1,9 @@
 // python/src/mhc_ext.cpp - the nanobind extension mhc._mhc: a thin layer over include/mhc.
 //
+// It also holds the workspace registry (workspaces registered per CUDA device and stream, for
+// mhc.torch) and the function table the torch extension calls the library through
+// (python/src/api_table.hpp).
+//
 // Tensors arrive as any of
 //   - an object speaking DLPack or the buffer protocol (numpy, torch, CuPy, JAX, ...), read
 //     through nb::ndarray<> without conversion or copy;
@@ -19,11 +23,15 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mhc/mhc.hpp"
+#include "api_table.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -284,6 +292,70 @@ RawTensor make_raw(uintptr_t data, int dtype, int device_type, int device_id, co
   return r;
 }
 
+// ---- workspace registry and the torch extension's function table ---------------------------
+
+// Workspaces registered for a CUDA device (its default) or for one (device, stream) pair.
+// Never destroyed: its workspaces are freed by unregistering, not after the CUDA runtime has
+// shut down at exit.
+struct WorkspaceRegistry {
+  std::mutex mu;
+  std::map<std::pair<int32_t, uintptr_t>, mhc::Workspace> by_stream;
+  std::map<int32_t, mhc::Workspace> by_device;
+};
+
+WorkspaceRegistry& workspace_registry() {
+  static WorkspaceRegistry* r = new WorkspaceRegistry;
+  return *r;
+}
+
+mhc::Workspace* registered_workspace(int32_t device, void* stream) {
+  WorkspaceRegistry& r = workspace_registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (!r.by_stream.empty()) {
+    auto it = r.by_stream.find({device, reinterpret_cast<uintptr_t>(stream)});
+    if (it != r.by_stream.end()) return &it->second;
+  }
+  auto it = r.by_device.find(device);
+  return it != r.by_device.end() ? &it->second : nullptr;
+}
+
+thread_local std::string t_api_error;
+
+template <typename Args, void (*Op)(const Args&)>
+const char* api_call(const Args& a) {
+  try {
+    Op(a);
+    return nullptr;
+  } catch (const std::exception& e) {
+    t_api_error = e.what();
+    return t_api_error.c_str();
+  }
+}
+
+const char* api_attach(const mhc::TensorView& buffer, int32_t n, int64_t H, bool head, mhc::PreparedWeights* out) {
+  try {
+    *out = mhc::attach_prepared(buffer, n, H, head);
+    return nullptr;
+  } catch (const std::exception& e) {
+    t_api_error = e.what();
+    return t_api_error.c_str();
+  }
+}
+
+const mhc::pyext::ApiTable g_api_table = {
+    mhc::pyext::kApiVersion,
+    sizeof(mhc::pyext::ApiTable),
+    api_call<mhc::MixesArgs, mhc::mixes>,
+    api_call<mhc::CollapseArgs, mhc::collapse>,
+    api_call<mhc::PreArgs, mhc::pre>,
+    api_call<mhc::PreBroadcastArgs, mhc::pre_broadcast>,
+    api_call<mhc::PostArgs, mhc::post>,
+    api_call<mhc::PostPreArgs, mhc::post_pre>,
+    api_call<mhc::HeadArgs, mhc::head>,
+    api_attach,
+    registered_workspace,
+};
+
 }  // namespace
 
 NB_MODULE(_mhc, m) {
@@ -387,43 +459,124 @@ NB_MODULE(_mhc, m) {
                ", H=" + std::to_string(w.H()) + ", device='" + mhc::device_name(w.device()) + "')";
       });
 
-  m.def("prepare", [](nb::handle fn, nb::handle scale, nb::handle base, int32_t n, int64_t H, nb::handle device) {
+  m.def("prepare", [](nb::handle fn, nb::handle scale, nb::handle base, int32_t n, int64_t H, nb::handle device,
+                      nb::handle out) {
     Binder b("prepare");
     mhc::MixWeightsView w;
     w.fn = b.in(fn, "fn");
     w.scale = b.in(scale, "scale");
     w.base = b.in(base, "base");
+    if (!out.is_none()) {
+      const mhc::TensorView dst = b.out(out, "out");
+      nb::gil_scoped_release release;
+      return mhc::prepare(w, n, H, dst);
+    }
     const mhc::Device d = parse_device(device);
     nb::gil_scoped_release release;
     return mhc::prepare(w, n, H, d);
-  }, "fn"_a, "scale"_a, "base"_a, nb::kw_only(), "n"_a, "H"_a, "device"_a);
+  }, "fn"_a, "scale"_a, "base"_a, nb::kw_only(), "n"_a, "H"_a, "device"_a, "out"_a.none() = nb::none(),
+     "Prepares one mix block for device, or into out (a buffer the caller owns, prepared_bytes long).");
 
   m.def("prepare_head", [](nb::handle fn, nb::handle scale, nb::handle base, int32_t n, int64_t H,
-                           nb::handle device) {
+                           nb::handle device, nb::handle out) {
     Binder b("prepare_head");
     mhc::HeadWeightsView w;
     w.fn = b.in(fn, "fn_head");
     w.scale = b.in(scale, "scale_head");
     w.base = b.in(base, "base_head");
+    if (!out.is_none()) {
+      const mhc::TensorView dst = b.out(out, "out");
+      nb::gil_scoped_release release;
+      return mhc::prepare_head(w, n, H, dst);
+    }
     const mhc::Device d = parse_device(device);
     nb::gil_scoped_release release;
     return mhc::prepare_head(w, n, H, d);
-  }, "fn"_a, "scale"_a, "base"_a, nb::kw_only(), "n"_a, "H"_a, "device"_a);
+  }, "fn"_a, "scale"_a, "base"_a, nb::kw_only(), "n"_a, "H"_a, "device"_a, "out"_a.none() = nb::none());
+
+  m.def("prepared_bytes", [](int32_t n, int64_t H, bool head, nb::handle device) {
+    return mhc::prepared_bytes(n, H, head, parse_device(device));
+  }, "n"_a, "H"_a, "head"_a, "device"_a, "Bytes of a buffer prepare(..., out=) / attach_prepared need.");
+
+  m.def("attach_prepared", [](nb::handle buffer, int32_t n, int64_t H, bool head) {
+    Binder b("attach_prepared");
+    return mhc::attach_prepared(b.in(buffer, "buffer"), n, H, head);
+  }, "buffer"_a, "n"_a, "H"_a, "head"_a, "Weights over a buffer that prepare(..., out=) filled (no copy).");
+
+  m.def("warmup", [](nb::handle device) {
+    const mhc::Device d = parse_device(device);
+    mhc::WarmupReport r;
+    {
+      nb::gil_scoped_release release;
+      r = mhc::warmup(d);
+    }
+    return nb::make_tuple(r.kernels, r.loaded, r.seconds);
+  }, "device"_a, "Loads every CUDA kernel the device can run: (kernels, loaded, seconds).");
 
   nb::class_<mhc::Workspace>(m, "Workspace",
                              "Scratch for CUDA calls, created explicitly before use (never inside a graph capture).")
-      .def_static("create", [](nb::handle device, int64_t max_tokens, int32_t max_n) {
+      .def_static("create", [](nb::handle device, int64_t max_tokens, int32_t max_n, std::optional<uintptr_t> stream,
+                               bool warmup, int64_t decode_max_tokens, int64_t n4_slice_tokens) {
         const mhc::Device d = parse_device(device);
+        mhc::WorkspaceOptions o;
+        o.max_tokens = max_tokens;
+        o.max_n = max_n;
+        o.warmup = warmup;
+        o.decode_max_tokens = decode_max_tokens;
+        o.n4_slice_tokens = n4_slice_tokens;
+        if (stream) {
+          o.bind_stream = true;
+          o.stream = reinterpret_cast<void*>(*stream);
+        }
         nb::gil_scoped_release release;
-        return mhc::Workspace::create(d, max_tokens, max_n);
-      }, "device"_a, "max_tokens"_a, "max_n"_a = mhc::kMaxStreams,
-         "Allocates and initialises scratch for calls of up to max_tokens tokens on device (synchronous).")
+        return mhc::Workspace::create(d, o);
+      }, "device"_a, "max_tokens"_a, "max_n"_a = mhc::kMaxStreams, nb::kw_only(), "stream"_a.none() = nb::none(),
+         "warmup"_a = true, "decode_max_tokens"_a = 0, "n4_slice_tokens"_a = 0,
+         "Allocates and initialises scratch for calls of up to max_tokens tokens on device (synchronous) and\n"
+         "loads every kernel (warmup). With stream (a cudaStream_t as int) it is bound to that stream: calls on\n"
+         "another stream raise.")
       .def_prop_ro("device", [](const mhc::Workspace& w) { return mhc::device_name(w.device()); })
       .def_prop_ro("max_tokens", &mhc::Workspace::max_tokens)
+      .def_prop_ro("bound", &mhc::Workspace::bound)
+      .def_prop_ro("stream", [](const mhc::Workspace& w) -> std::optional<uintptr_t> {
+        if (!w.bound()) return std::nullopt;
+        return reinterpret_cast<uintptr_t>(w.stream());
+      })
       .def("__repr__", [](const mhc::Workspace& w) {
         return "Workspace(device='" + mhc::device_name(w.device()) + "', max_tokens=" +
                std::to_string(w.max_tokens()) + ")";
       });
+
+  m.def("register_workspace", [](const mhc::Workspace& ws, std::optional<uintptr_t> stream) {
+    MHC_CHECK(ws.valid() && ws.device().type == mhc::DeviceType::kCUDA,
+              "register_workspace: expected a CUDA workspace, got one on ", mhc::device_name(ws.device()));
+    WorkspaceRegistry& r = workspace_registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (stream) {
+      r.by_stream[{ws.device().id, *stream}] = ws;
+    } else {
+      r.by_device[ws.device().id] = ws;
+    }
+  }, "workspace"_a, "stream"_a.none() = nb::none(),
+     "Registers a CUDA workspace as its device's default, or for one stream (what mhc.torch looks up).");
+  m.def("clear_registered_workspaces", [] {
+    WorkspaceRegistry& r = workspace_registry();
+    std::vector<mhc::Workspace> dropped;  // freed outside the lock
+    {
+      std::lock_guard<std::mutex> lock(r.mu);
+      for (auto& kv : r.by_stream) dropped.push_back(std::move(kv.second));
+      for (auto& kv : r.by_device) dropped.push_back(std::move(kv.second));
+      r.by_stream.clear();
+      r.by_device.clear();
+    }
+  });
+  m.def("registered_workspace", [](int32_t device, uintptr_t stream) -> std::optional<mhc::Workspace> {
+    mhc::Workspace* w = registered_workspace(device, reinterpret_cast<void*>(stream));
+    if (w == nullptr) return std::nullopt;
+    return *w;
+  }, "device"_a, "stream"_a);
+  m.def("api_table_address", [] { return reinterpret_cast<uintptr_t>(&g_api_table); },
+        "Address of the function table the torch extension calls the library through (internal).");
 
   // ---- operators (destination passing; every output is given by the caller) ----------------
   m.def("mixes", [](const mhc::Config& config, nb::handle residual, const mhc::PreparedWeights* weights,

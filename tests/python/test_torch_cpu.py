@@ -158,22 +158,22 @@ def op_samples(rng):
     nw = tnorm(rng, 16)[0]
     pre_in = torch.rand(T, 4) + 0.1
     post_mix, comb = torch.rand(T, 4), torch.rand(T, 4, 4)
-    keep = (w, hw)  # the handles below stay valid while these live
+    keep = (w, hw)
     samples = [
-        ("mixes", (res, w.handle) + sc),
+        ("mixes", (res, w.buffer) + sc),
         ("collapse", (res, pre_in, nw, "carried") + sc),
         ("collapse", (res, None, None, "identity") + sc),
-        ("pre", (res, w.handle, None, nw, "computed") + sc),
-        ("pre", (res, w.handle, pre_in, None, "carried") + sc),
-        ("pre_broadcast", (emb, w.handle, None, nw, "computed", False) + sc),
-        ("pre_broadcast", (emb, w.handle, None, None, "identity", True) + sc),
+        ("pre", (res, w.buffer, None, nw, "computed") + sc),
+        ("pre", (res, w.buffer, pre_in, None, "carried") + sc),
+        ("pre_broadcast", (emb, w.buffer, None, nw, "computed", False) + sc),
+        ("pre_broadcast", (emb, w.buffer, None, None, "identity", True) + sc),
         ("post", (y, res, post_mix, comb) + sc),
         ("post", (y, emb, post_mix, comb) + sc),
-        ("post_pre", (y, res, post_mix, comb, w.handle, None, nw, "computed") + sc),
-        ("post_pre", (y, res, post_mix, comb, w.handle, pre_in, nw, "carried") + sc),
-        ("head", (res, hw.handle, None, nw, "learned") + sc),
-        ("head", (res, -1, pre_in, None, "carried") + sc),
-        ("head", (res, -1, None, nw, "mean") + sc),
+        ("post_pre", (y, res, post_mix, comb, w.buffer, None, nw, "computed") + sc),
+        ("post_pre", (y, res, post_mix, comb, w.buffer, pre_in, nw, "carried") + sc),
+        ("head", (res, hw.buffer, None, nw, "learned") + sc),
+        ("head", (res, None, pre_in, None, "carried") + sc),
+        ("head", (res, None, None, nw, "mean") + sc),
     ]
     return samples, keep
 
@@ -261,18 +261,17 @@ def test_compile_fullgraph_cpu(rng, mode):
     assert torch.equal(compiled(emb2), model(emb2))
 
 
-def test_dead_weights_handle_fails_closed(rng):
+def test_weights_buffer_too_small_fails_closed(rng):
+    """The operators take the prepared buffer itself; one too small for (n, H) is refused."""
     config = mhc.Config(n=4, H=8)
     _, t = tweights(rng, config)
     w = mt.prepare(*t, config=config)
-    handle = w.handle
-    del w
-    import gc
-
-    gc.collect()
     res = tbf16(rng, (2, 4, 8))[0]
-    with pytest.raises(mhc.MhcError, match=f"handle {handle} does not name live"):
-        torch.ops.mhc.pre(res, handle, None, None, "computed", *mt._scalars(config))
+    short = w.buffer[:-16]
+    with pytest.raises(mhc.MhcError, match="buffer: holds .* bytes, prepared weights of n = 4, H = 8"):
+        mt.Weights.from_buffer(short, config=config)
+    with pytest.raises(RuntimeError, match="prepared_bytes"):
+        torch.ops.mhc.pre(res, short, None, None, "computed", *mt._scalars(config))
 
 
 def test_init_on_cpu_needs_nothing():

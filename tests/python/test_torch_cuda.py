@@ -353,13 +353,13 @@ def test_opcheck_on_cuda():
     pre_in = torch.rand(T, 4, generator=g).to(DEV)
     pm, cm = torch.rand(T, 4, generator=g).to(DEV), torch.rand(T, 4, 4, generator=g).to(DEV)
     samples = [
-        ("mixes", (res, w.handle) + sc),
+        ("mixes", (res, w.buffer) + sc),
         ("collapse", (res, pre_in, nw, "carried") + sc),
-        ("pre", (res, w.handle, pre_in, nw, "carried") + sc),
-        ("pre_broadcast", (emb, w.handle, None, nw, "computed", True) + sc),
+        ("pre", (res, w.buffer, pre_in, nw, "carried") + sc),
+        ("pre_broadcast", (emb, w.buffer, None, nw, "computed", True) + sc),
         ("post", (y, res, pm, cm) + sc),
-        ("post_pre", (y, res, pm, cm, w.handle, None, nw, "computed") + sc),
-        ("head", (res, hw.handle, None, nw, "learned") + sc),
+        ("post_pre", (y, res, pm, cm, w.buffer, None, nw, "computed") + sc),
+        ("head", (res, hw.buffer, None, nw, "learned") + sc),
     ]
     for name, args in samples:
         torch.library.opcheck(getattr(torch.ops.mhc, name).default, args)
@@ -396,12 +396,16 @@ def test_fails_closed_on_devices_and_workspaces():
         mt.pre(res, w_gpu, config=cfg, rmsnorm_weight=torch.ones(512, dtype=torch.bfloat16))
     with pytest.raises(mhc.MhcError, match="device"):
         mhc.pre(res, w_gpu, config=cfg, layer_input=mhc.to_bf16(np.zeros((3, 512), np.float32)))
-    saved = mt._workspaces.pop(0)
+    saved = dict(mt._workspaces)
+    mt._workspaces.clear()
+    mhc._mhc.clear_registered_workspaces()
     try:
         with pytest.raises(mhc.MhcError, match=r"mhc.torch.init\('cuda:0', max_tokens\)"):
             mt.pre(res, w_gpu, config=cfg)
     finally:
-        mt._workspaces[0] = saved
+        for (index, stream), ws in saved.items():
+            mt._workspaces[(index, stream)] = ws
+            mhc._mhc.register_workspace(ws, stream)
     with pytest.raises(mhc.MhcError, match="exec.workspace"):
         mhc.pre(res, w_gpu, config=cfg, workspace=mhc.Workspace.create("cpu", 8))
 
@@ -443,3 +447,59 @@ def test_docs_example_on_cuda():
     exec(compile(doc_example(), "docs/integration.md", "exec"), scope)
     assert scope["device"].startswith("cuda")
     gc.collect()
+
+
+def test_workspace_bound_to_a_side_stream():
+    """init(stream=s): a workspace bound to s serves the calls made on s; used on another stream
+    it raises (the detected error of one workspace on two streams)."""
+    cfg = mhc.Config(n=4, H=512)
+    g = torch.Generator().manual_seed(13)
+    w = weights(cfg, g)[0]
+    res = rand_bf16((5, 4, 512), g)
+    ref = mt.pre(res, w, config=cfg).layer_input
+    side = torch.cuda.Stream()
+    try:
+        ws = mt.init(DEV, MAX_TOKENS, stream=side)
+        assert mt.workspace(DEV, stream=side) is ws and ws.bound and ws.stream == side.cuda_stream
+        with pytest.raises(mhc.MhcError, match="one workspace per stream"):
+            mhc.pre(res, w, config=cfg, workspace=ws)  # torch's current stream is not `side`
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            out = mt.pre(res, w, config=cfg).layer_input  # picks the workspace bound to `side`
+        torch.cuda.current_stream().wait_stream(side)
+        assert torch.equal(out, ref)
+    finally:
+        mt._workspaces.pop((torch.device(DEV).index or 0, side.cuda_stream), None)
+
+
+def test_first_call_after_init_is_not_a_stall():
+    """A fresh process: init (which loads every kernel), then the first call of each operator
+    within 1.5x (plus 30 us of timer noise) of its steady state (issue 16's startup target)."""
+    import subprocess
+    import sys
+
+    code = r"""
+import time, torch, mhc, mhc.torch as mt
+cfg = mhc.Config(n=4, H=4096)
+g = torch.Generator().manual_seed(0)
+w = mt.prepare(torch.randn(24, 4 * 4096, generator=g) / 128, torch.ones(3), torch.zeros(24), config=cfg, device="cuda")
+res = torch.randn(1, 4, 4096, generator=g).to(torch.bfloat16).cuda()
+y = torch.randn(1, 4096, generator=g).to(torch.bfloat16).cuda()
+pm, cm = torch.rand(1, 4).cuda(), torch.rand(1, 4, 4).cuda()
+mt.init("cuda", 65536)
+torch.cuda.synchronize()
+def t(f):
+    t0 = time.perf_counter(); f(); torch.cuda.synchronize(); return (time.perf_counter() - t0) * 1e6
+for name, f in [("post_pre", lambda: mt.post_pre(y, res, pm, cm, w, config=cfg)),
+                ("pre", lambda: mt.pre(res, w, config=cfg)), ("post", lambda: mt.post(y, res, pm, cm))]:
+    first = t(f)
+    steady = sorted(t(f) for _ in range(21))[10]
+    print(name, first, steady)
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    for line in p.stdout.split("\n"):
+        if not line.strip():
+            continue
+        name, first, steady = line.split()
+        assert float(first) <= 1.5 * float(steady) + 30.0, f"{name}: first call {first} us, steady {steady} us"
