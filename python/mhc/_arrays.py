@@ -68,18 +68,19 @@ def raw_torch(t, op, name):
     code = _torch_dtype_codes(torch).get(t.dtype)
     if code is None:
         raise mhc_error(f"{op}: {name}: unsupported dtype {t.dtype} (mhc operators take bf16 and fp32)")
-    dev = t.device
-    if dev.type == "cpu":
+    # The cheap attributes first (this runs for every tensor of every call): is_cuda / is_cpu and
+    # get_device() rather than building a torch.device; no is_conj() (the dtypes above are real).
+    if t.is_cuda:
+        dtype_dev, index = DEVICE_CUDA, t.get_device()
+    elif t.is_cpu:
         dtype_dev, index = DEVICE_CPU, 0
-    elif dev.type == "cuda":
-        dtype_dev, index = DEVICE_CUDA, dev.index
     else:
-        raise mhc_error(f"{op}: {name}: unsupported device {dev} (mhc takes cpu and cuda tensors)")
-    if t.layout != torch.strided:
+        raise mhc_error(f"{op}: {name}: unsupported device {t.device} (mhc takes cpu and cuda tensors)")
+    if t.layout is not torch.strided:
         raise mhc_error(f"{op}: {name}: expected a strided (dense) tensor, got layout {t.layout}")
-    if t.is_conj() or t.is_neg():
-        raise mhc_error(f"{op}: {name}: expected a tensor without a lazy conjugate/negative bit")
-    return _mhc.RawTensor(t.data_ptr(), code, dtype_dev, index, tuple(t.shape), t.stride(), t)
+    if t.is_neg():
+        raise mhc_error(f"{op}: {name}: expected a tensor without a lazy negative bit")
+    return _mhc.RawTensor(t.data_ptr(), code, dtype_dev, index, t.shape, t.stride(), t)
 
 
 def native(x, op, name):
@@ -98,8 +99,7 @@ def device_of(x):
     if isinstance(x, Bf16View):  # raw bits may live on a GPU (e.g. a CuPy uint16 array)
         return device_of(x.bits)
     if is_torch(x):
-        d = x.device
-        return (DEVICE_CUDA, d.index) if d.type == "cuda" else (DEVICE_CPU, 0)
+        return (DEVICE_CUDA, x.get_device()) if x.is_cuda else (DEVICE_CPU, 0)
     dl = getattr(x, "__dlpack_device__", None)
     if dl is not None:
         try:
@@ -142,8 +142,11 @@ def stream_handle(stream, primary):
                 return value
         raise mhc_error(f"stream: expected an int (cudaStream_t), a torch.cuda.Stream or a CuPy stream, "
                        f"got {type(stream).__name__}")
-    if is_torch(primary) and primary.device.type == "cuda":
+    if is_torch(primary) and primary.is_cuda:
         torch = sys.modules["torch"]
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what inductor's code calls
+        if raw is not None:
+            return raw(primary.get_device())
         return torch.cuda.current_stream(primary.device).cuda_stream
     return 0
 
