@@ -15,12 +15,14 @@
 
 namespace mhc::cuda {
 
-/// 1/x by the multi-function unit (rcp.approx: relative error <= 2^-23, one instruction). The
-/// epilogue's serial chain (Sinkhorn: 8 reciprocals per iteration) runs on one thread per token,
-/// so its latency is the decode latency: __frcp_rn cost ~10 us per token there.
+/// 1/x by the multi-function unit (rcp.approx.ftz: relative error <= 2^-23, one instruction; a
+/// subnormal input or result becomes zero, which moves a sigmoid below 1e-38 by less than the
+/// spec's absolute tolerance). The epilogue's serial chain (Sinkhorn: 8 reciprocals per
+/// iteration) runs on one thread per token, so its latency is the decode latency: __frcp_rn cost
+/// ~10 us per token there, and the non-ftz form a subnormal fix-up per reciprocal.
 __device__ __forceinline__ float fast_rcp(float x) {
   float r;
-  asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
   return r;
 }
 

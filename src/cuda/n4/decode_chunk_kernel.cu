@@ -162,11 +162,16 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
   __shared__ float s_dot[kPartial];
   __shared__ float s_pre[kN];
   __shared__ float s_scratch[kCollapseWarps];
+  __shared__ float s_scale[3], s_base[kRows];
   __shared__ uint32_t s_arrival;
   const N4Params& p = d.p;
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
   const int c = static_cast<int>(blockIdx.x);
   pdl_launch_dependents();
+  // The epilogue's weights (scale, base: a learned head has 1 and 4) into shared memory now, so
+  // phase 2's serial chains start without a global load.
+  if (tid < (p.epi.head ? 1 : 3)) s_scale[tid] = p.epi.scale[tid];
+  if (tid >= 32 && tid < 32 + (p.epi.head ? kN : kRows)) s_base[tid - 32] = p.epi.base[tid - 32];
   // This warp's B fragments (weights: loaded before pdl_wait, overlapping the kernel before).
   uint2 b[3][kMmaSteps];
   {
@@ -210,6 +215,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
   }
   __syncthreads();
   const bool computed = p.pre_source == PreSource::kComputed && !p.head_mean;
+  EpilogueParams epi = p.epi;  // the same arithmetic on the shared-memory copies of the weights
+  epi.scale = s_scale;
+  epi.base = s_base;
   for (int64_t t = k2; t < p.T && probe != 3; t += d.phase2) {
     // Every load of the token before any arithmetic: its streams (collapse threads), its partials.
     uint4 r[kRowRegs][kN];
@@ -225,12 +233,12 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
     if (w == kEpilogueWarp) {
       if (lane == 0 && !p.epi.head && probe != 4 && probe != 5) {
         float pre[kN];
-        mixes_epilogue<kN>(p.epi, s_dot, s_dot[kRows], p.inv_k, t, pre);
+        mixes_epilogue<kN>(epi, s_dot, s_dot[kRows], p.inv_k, t, pre);
       }
     } else if (w < kCollapseWarps && p.has_collapse && probe != 4 && probe != 6) {
       if (computed && tid == 0) {
         float pre[kN];
-        mixes_pre<kN>(p.epi, s_dot, s_dot[kRows], p.inv_k, pre);
+        mixes_pre<kN>(epi, s_dot, s_dot[kRows], p.inv_k, pre);
 #pragma unroll
         for (int j = 0; j < kN; ++j) s_pre[j] = pre[j];
       } else if (p.pre_source == PreSource::kCarried && tid < kN) {
@@ -241,8 +249,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
     }
     __syncthreads();  // s_part, s_dot, s_pre and s_scratch are reused by the next token
   }
-  // The last phase-2 block to finish resets the counters for the next launch.
-  if (tid == 0 && atom_add_acq_rel_gpu(d.counters + kDone, 1u) == static_cast<uint32_t>(d.phase2) - 1) {
+  // The last phase-2 block to finish resets the counters for the next launch (a single phase-2
+  // block, T = 1, knows it is the last without counting).
+  if (tid == 0 && (d.phase2 == 1 || atom_add_acq_rel_gpu(d.counters + kDone, 1u) == static_cast<uint32_t>(d.phase2) - 1)) {
     d.counters[kArrived] = 0;
     d.counters[kDone] = 0;
     __threadfence();
