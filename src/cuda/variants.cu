@@ -11,6 +11,9 @@ std::vector<Variant> cuda_variants() {
   constexpr const char* kGeneric = "CUDA tensors, any n in 1..8, any H >= 1, strided rows";
   constexpr const char* kN4 =
       "CUDA, n = 4, H % 512 == 0, H <= 16384, 16-byte aligned bf16 rows (tensor-core mixes)";
+  constexpr const char* kN4Wg =
+      "CUDA compute capability 9.0 (sm_90a code), n = 4, H % 512 == 0, H <= 16384, 16-byte aligned bf16 rows "
+      "(wgmma mixes)";
   constexpr const char* kN4Decode =
       "CUDA, n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows, 1 <= T <= the workspace's decode limit "
       "(WorkspaceOptions::decode_max_tokens, default 64)";
@@ -43,6 +46,7 @@ std::vector<Variant> cuda_variants() {
       decode_chunk("mixes.cuda_n4_decode_chunk", Op::kMixes),
       decode_lean("mixes.cuda_n4_decode_lean", Op::kMixes),
       decode("mixes.cuda_n4_decode", Op::kMixes),
+      {"mixes.cuda_n4_staged_wg", Op::kMixes, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel", "n4", n4_staged_prefer},
       {"mixes.cuda_n4_staged", Op::kMixes, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel", "n4", n4_staged_prefer},
       {"mixes.cuda_n4", Op::kMixes, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (epilogue only)", "n4"},
       generic("mixes.cuda_generic", Op::kMixes),
@@ -54,6 +58,7 @@ std::vector<Variant> cuda_variants() {
       decode_chunk("pre.cuda_n4_decode_chunk", Op::kPre),
       decode_lean("pre.cuda_n4_decode_lean", Op::kPre),
       decode("pre.cuda_n4_decode", Op::kPre),
+      {"pre.cuda_n4_staged_wg", Op::kPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4_staged", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4", Op::kPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
       generic("pre.cuda_generic", Op::kPre),
@@ -73,6 +78,7 @@ std::vector<Variant> cuda_variants() {
       decode_chunk("post_pre.cuda_n4_decode_chunk", Op::kPostPre),
       decode_lean("post_pre.cuda_n4_decode_lean", Op::kPostPre),
       decode("post_pre.cuda_n4_decode", Op::kPostPre),
+      {"post_pre.cuda_n4_staged_wg", Op::kPostPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "post_kernel -> gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4_staged", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "post_kernel -> gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4", Op::kPostPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel (post fused) -> collapse_kernel", "n4"},
       generic("post_pre.cuda_generic", Op::kPostPre),
@@ -80,6 +86,7 @@ std::vector<Variant> cuda_variants() {
       decode_chunk("head.cuda_n4_decode_chunk", Op::kHead),
       decode_lean("head.cuda_n4_decode_lean", Op::kHead),
       decode("head.cuda_n4_decode", Op::kHead),
+      {"head.cuda_n4_staged_wg", Op::kHead, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4_staged", Op::kHead, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4", Op::kHead, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (learned) | collapse_kernel", "n4"},
       generic("head.cuda_generic", Op::kHead),

@@ -32,6 +32,8 @@ void n4_decode_lean_run(const detail::Problem& p);
 bool n4_staged_supports(const detail::Problem& p);
 void n4_staged_run(const detail::Problem& p);
 /// Where the dispatcher prefers the staged plan (T >= kStagedPreferTokens).
+bool n4_staged_wg_supports(const detail::Problem& p);
+void n4_staged_wg_run(const detail::Problem& p);
 bool n4_staged_prefer(const detail::Problem& p);
 bool n4_staged_prefer_post_pre(const detail::Problem& p);
 // src/cuda/n4/staged.cu: post alone with one form of post_kernel each (n4_supports).
@@ -44,7 +46,7 @@ std::vector<uint32_t> n4_fragments(const PreparedWeights::Impl& w);
 /// Workspace::create, so that no call sets state lazily. Returns false where the device has too
 /// little shared memory per block for mix_kernel (225 KB): the n4 variant then declines the
 /// ops with a mixes stage and the generic one runs.
-bool n4_configure_device(bool* gemm);
+bool n4_configure_device(bool* gemm, bool* gemm_wg);
 /// Bytes of workspace scratch the n4 path wants for `max_tokens` (partials of one slice) and
 /// decode_kernel for `decode_tokens`.
 size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens);

@@ -87,13 +87,13 @@ struct N4Params {
   float inv_k;
 };
 #ifdef __CUDACC__
-// The (chunk, 32-token tile) items of this block when a kernel gives each block an equal
+// The (chunk, token tile) items of this block when a kernel gives each block an equal
 // contiguous range of them in chunk-major order: [begin, begin + count) (32-bit: the launchers
-// keep tiles x chunks below 2^31, item_grid).
+// keep tiles x chunks below 2^31, item_grid). Tiles of kTile tokens unless a kernel says.
 struct ChunkTileItems {
   int tiles, begin, count;
-  __device__ ChunkTileItems(int64_t T, int chunks) {
-    tiles = static_cast<int>((T + kTile - 1) / kTile);
+  __device__ ChunkTileItems(int64_t T, int chunks, int tile_tokens = kTile) {
+    tiles = static_cast<int>((T + tile_tokens - 1) / tile_tokens);
     const int64_t items = static_cast<int64_t>(tiles) * chunks;
     begin = static_cast<int>(items * blockIdx.x / gridDim.x);
     count = static_cast<int>(items * (blockIdx.x + 1) / gridDim.x) - begin;

@@ -33,23 +33,30 @@ constexpr int64_t kStagedPreferTokens = 512;
 constexpr int64_t kStagedPreferPostPre = 4096;
 
 
+// Which kernel runs the GEMM stage (the same contract and bits): gemm_wg_kernel (wgmma, the
+// staged_wg rows), gemm_kernel (mma.sync, where Workspace::create could give it 200 KB of shared
+// memory), else mix_kernel without its post stage.
+enum class Gemm { kWgmma, kMma, kMix };
+
 // The GEMM stage of a slice: the partial dots and sums of squares of the streams the collapse
 // reads (p.x: the new residual for post_pre, else the input streams), nothing else written.
-// gemm_kernel where Workspace::create could configure it (200 KB of shared memory), else
-// mix_kernel without its post stage: the same contract and bits.
-void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, bool gemm_kernel) {
+void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, Gemm gemm) {
   N4Params g = s;
   g.has_post = false;
   g.residual = s.x;
   g.residual_stride = s.x_stride;
   g.res_stream_stride = s.x_stream_stride;
   g.residual_out = nullptr;
-  if (gemm_kernel) {
+  if (gemm == Gemm::kWgmma) {
+    launch_gemm_wg_kernel(g, ctx);
+  } else if (gemm == Gemm::kMma) {
     launch_gemm_kernel(g, ctx);
   } else {
     launch_mix_kernel(g, ctx);
   }
 }
+
+void staged_run(const detail::Problem& p, Gemm gemm);
 
 }  // namespace
 
@@ -61,8 +68,23 @@ bool n4_staged_supports(const detail::Problem& p) {
   return n4_supports(p);
 }
 
+bool n4_staged_wg_supports(const detail::Problem& p) {
+  return n4_staged_supports(p) && p.workspace != nullptr && p.workspace->n4_gemm_wg;
+}
+
 void n4_staged_run(const detail::Problem& p) {
   MHC_CHECK(n4_staged_supports(p), detail::op_name(p.op), ": cuda_n4_staged does not support this call");
+  staged_run(p, p.workspace != nullptr && p.workspace->n4_gemm ? Gemm::kMma : Gemm::kMix);
+}
+
+void n4_staged_wg_run(const detail::Problem& p) {
+  MHC_CHECK(n4_staged_wg_supports(p), detail::op_name(p.op), ": cuda_n4_staged_wg does not support this call");
+  staged_run(p, Gemm::kWgmma);
+}
+
+namespace {
+
+void staged_run(const detail::Problem& p, Gemm gemm) {
   MHC_CHECK(p.workspace != nullptr && p.workspace->scratch != nullptr, detail::op_name(p.op),
             ": cuda_n4_staged needs a workspace (mhc::Workspace::create)");
   if (p.T <= 0) return;
@@ -91,7 +113,7 @@ void n4_staged_run(const detail::Problem& p) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
     const N4Params s = slice_params(k, t0, count);
     if (s.has_post) launch_post_kernel(s, ctx);
-    launch_gemm_stage(s, ctx, p.workspace->n4_gemm);
+    launch_gemm_stage(s, ctx, gemm);
     launch_finalize_kernel(s, pre, ctx);
     if (!s.has_collapse) continue;
     N4Params c = s;
@@ -103,8 +125,6 @@ void n4_staged_run(const detail::Problem& p) {
     launch_collapse_stream_kernel(c, ctx);
   }
 }
-
-namespace {
 
 void post_variant_run(const detail::Problem& p, int variant, const char* name) {
   MHC_CHECK(p.op == detail::Op::kPost && n4_supports(p), "post: ", name, " does not support this call");
