@@ -211,9 +211,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
   if (tid == 0 && s_arrival != static_cast<uint32_t>(p.chunks) - 1) {
     while (ld_acquire_gpu(d.counters + kArrived) < static_cast<uint32_t>(p.chunks)) {
     }
-    __threadfence();
   }
-  __syncthreads();
+  __syncthreads();  // orders the other threads' reads after thread 0's acquire
   const bool computed = p.pre_source == PreSource::kComputed && !p.head_mean;
   EpilogueParams epi = p.epi;  // the same arithmetic on the shared-memory copies of the weights
   epi.scale = s_scale;
@@ -252,9 +251,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
   // The last phase-2 block to finish resets the counters for the next launch (a single phase-2
   // block, T = 1, knows it is the last without counting).
   if (tid == 0 && (d.phase2 == 1 || atom_add_acq_rel_gpu(d.counters + kDone, 1u) == static_cast<uint32_t>(d.phase2) - 1)) {
-    d.counters[kArrived] = 0;
+    d.counters[kArrived] = 0;  // visible to the next launch once this grid completes (pdl_wait)
     d.counters[kDone] = 0;
-    __threadfence();
   }
 }
 
