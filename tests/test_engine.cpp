@@ -12,9 +12,13 @@
 //
 // The GPU cases form the suite EngineGpu.* (ctest label gpu); they start with MHC_REQUIRE_GPU()
 // and report SKIPPED without a device. The rest run anywhere (label cpu).
+#include <cctype>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -437,6 +441,81 @@ TEST(EngineWarmup, KernelListIsUniqueAndNamed) {
     EXPECT_TRUE(fns.insert(k.fn).second) << k.name << " is listed twice";
     EXPECT_TRUE(names.insert(k.name).second) << "two kernels named " << k.name;
   }
+}
+
+// The names of the __global__ functions defined in `text` (a .cu file): the identifier before
+// the parameter list, skipping __launch_bounds__(...) with its nested parentheses.
+std::vector<std::string> kernels_defined_in(const std::string& text) {
+  std::vector<std::string> names;
+  for (size_t at = text.find("__global__"); at != std::string::npos; at = text.find("__global__", at + 1)) {
+    size_t i = at + std::strlen("__global__");
+    std::string last;
+    while (i < text.size()) {
+      const char c = text[i];
+      if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
+        const size_t j = i;
+        while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_')) ++i;
+        last = text.substr(j, i - j);
+        continue;
+      }
+      if (c == '(') {
+        if (last != "__launch_bounds__") break;
+        int depth = 0;
+        do {
+          depth += text[i] == '(' ? 1 : text[i] == ')' ? -1 : 0;
+          ++i;
+        } while (i < text.size() && depth > 0);
+        last.clear();
+        continue;
+      }
+      if (c == ';' || c == '{') break;
+      ++i;
+    }
+    if (!last.empty()) names.push_back(last);
+  }
+  return names;
+}
+
+// Without a GPU (CI): every __global__ function under src/cuda must be in the kernel list, so a
+// kernel someone adds is caught here before it reaches a device (EngineGpu.EveryLaunchedKernelIsWarmed
+// checks what is actually launched there). The fix the message names: a list_*_kernels function in
+// the kernel's file (src/cuda/kernel_list.cuh says how).
+TEST(EngineWarmup, EveryKernelInTheSourcesIsListed) {
+  const std::vector<mhc::detail::KernelName> list = mhc::detail::cuda_kernel_names();
+  if (list.empty()) GTEST_SKIP() << "built without CUDA: no kernel list";
+  std::set<std::string> listed;  // "n4::decode_kernel<true> (lean)" -> "decode_kernel"
+  for (const auto& k : list) {
+    std::string name = k.name;
+    name = name.substr(0, name.find_first_of("< "));  // the template arguments, the note
+    const size_t colon = name.rfind("::");
+    if (colon != std::string::npos) name = name.substr(colon + 2);  // the namespace
+    listed.insert(name);
+  }
+  const std::filesystem::path root = std::filesystem::path(MHC_SOURCE_DIR) / "src" / "cuda";
+  ASSERT_TRUE(std::filesystem::is_directory(root)) << root;
+  int files = 0, kernels = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+    if (entry.path().extension() != ".cu") continue;
+    std::ifstream f(entry.path());
+    std::stringstream text;
+    text << f.rdbuf();
+    ++files;
+    for (const std::string& kernel : kernels_defined_in(text.str())) {
+      ++kernels;
+      EXPECT_TRUE(listed.count(kernel)) << "kernel " << kernel << " (" << entry.path().lexically_relative(MHC_SOURCE_DIR).string()
+                                        << ") is not in the warmup kernel list: add a list_*_kernels function to its file "
+                                           "and call it in src/cuda/kernel_list.cu (src/cuda/kernel_list.cuh)";
+    }
+  }
+  EXPECT_GE(files, 10);
+  EXPECT_GE(kernels, 10) << "the scan found too few kernels: kernels_defined_in is broken";
+}
+
+TEST(EngineWarmup, KernelScanReadsLaunchBounds) {
+  const std::string text =
+      "template <int kVecs>\n__global__ void __launch_bounds__(kThreadsB, BLOCKS(kVecs)) collapse_stream_kernel(const P p) {}\n"
+      "__global__ void plain(int x);\nstatic __global__ void\n  spaced_kernel (float* y) {}\n";
+  EXPECT_EQ(kernels_defined_in(text), (std::vector<std::string>{"collapse_stream_kernel", "plain", "spaced_kernel"}));
 }
 
 TEST(EngineWarmup, CpuDeviceHasNothingToLoad) {
