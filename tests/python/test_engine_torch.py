@@ -144,6 +144,14 @@ r = torch.randn(2, 4, 8, generator=g).bfloat16()
 x, post, comb = engine.hc_pre(r, blk)
 out = mt.post(x, r, post, comb, config=c)
 print(mt.BACKEND, out.view(torch.int16).sum().item())
+if torch.cuda.is_available() and mhc.cuda_available():  # registered workspaces are released at exit too
+    side = torch.cuda.Stream()
+    mt.init("cuda", 16)
+    mt.init("cuda", 16, stream=side)
+    blk_gpu = engine.load_block(torch.randn(24, 32, generator=g), torch.ones(3), torch.zeros(24), config=c,
+                                device="cuda")
+    engine.hc_pre(r.cuda(), blk_gpu)
+    torch.cuda.synchronize()
 """
 
 
