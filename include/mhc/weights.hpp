@@ -114,8 +114,11 @@ struct WorkspaceOptions {
 /// @brief Device scratch memory for the split reductions of the CUDA kernels.
 ///
 /// Created explicitly, before use (spec section 7): operators never allocate, so they work on
-/// a stream that is capturing a CUDA graph from the first call on. One workspace may be used
-/// by one stream at a time. CPU operators need none.
+/// a stream that is capturing a CUDA graph from the first call on; creation also loads every
+/// kernel (WorkspaceOptions::warmup), so the first call costs what later ones do. One workspace
+/// serves one stream at a time: give each concurrent stream its own (bind_stream makes a call on
+/// another stream an error; unbound, a move to another stream must be ordered by the caller, e.g.
+/// with an event). CPU operators need none.
 class Workspace {
  public:
   struct Impl;
