@@ -23,6 +23,16 @@ cmake -S . -B $BD -G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=9
 cmake --build $BD --target mhc_cli test_gpu > "$R/build.log" 2>&1 || { grep -E "error" -A3 "$R/build.log" | head -40 | tee -a "$R/summary.txt"; pack; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader >> "$R/summary.txt"
 
+if [[ "$steps" == *" record "* ]]; then
+  # The benchmark of record: every op in its folded modes, 3 H, T from decode to prefill.
+  S record
+  timeout 130 $B bench --ops post_pre,pre,head,pre_broadcast,post,mixes,collapse \
+    --modes normal_fold,shifted_fold,learned_fold,full,plain,carried_fold --H 4096,5120,7168 \
+    --T 1,4,16,32,64,128,1024,4096,16384 --budget-s "${MHC_S7_RECORD_S:-115}" --out "$R/mhc.jsonl" > "$R/record.log" 2>&1
+  echo "record rc=$? $(grep -E "rows measured" "$R/record.log")" | tee -a "$R/summary.txt"
+  head -2 "$R/record.log" | tee -a "$R/summary.txt"
+fi
+
 if [[ "$steps" == *" test "* ]]; then
   S test
   F=${MHC_S7_FILTER:-'Grid/GpuGrid.MatchesReference/*n4_H*:Modes/GpuFamily.*:Modes/GpuDecode.*:Modes/GpuBatch.*:Modes/GpuGraph.*:GpuErrors.*'}

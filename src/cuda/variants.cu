@@ -46,8 +46,8 @@ std::vector<Variant> cuda_variants() {
       decode_chunk("mixes.cuda_n4_decode_chunk", Op::kMixes),
       decode_lean("mixes.cuda_n4_decode_lean", Op::kMixes),
       decode("mixes.cuda_n4_decode", Op::kMixes),
-      {"mixes.cuda_n4_staged_wg", Op::kMixes, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel", "n4", n4_staged_prefer},
       {"mixes.cuda_n4_staged", Op::kMixes, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel", "n4", n4_staged_prefer},
+      {"mixes.cuda_n4_staged_wg", Op::kMixes, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel", "n4", n4_staged_prefer},
       {"mixes.cuda_n4", Op::kMixes, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (epilogue only)", "n4"},
       generic("mixes.cuda_generic", Op::kMixes),
       // collapse
@@ -58,8 +58,8 @@ std::vector<Variant> cuda_variants() {
       decode_chunk("pre.cuda_n4_decode_chunk", Op::kPre),
       decode_lean("pre.cuda_n4_decode_lean", Op::kPre),
       decode("pre.cuda_n4_decode", Op::kPre),
-      {"pre.cuda_n4_staged_wg", Op::kPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4_staged", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
+      {"pre.cuda_n4_staged_wg", Op::kPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4", Op::kPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
       generic("pre.cuda_generic", Op::kPre),
       // pre_broadcast
@@ -78,16 +78,16 @@ std::vector<Variant> cuda_variants() {
       decode_chunk("post_pre.cuda_n4_decode_chunk", Op::kPostPre),
       decode_lean("post_pre.cuda_n4_decode_lean", Op::kPostPre),
       decode("post_pre.cuda_n4_decode", Op::kPostPre),
-      {"post_pre.cuda_n4_staged_wg", Op::kPostPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "post_kernel -> gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4_staged", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "post_kernel -> gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
+      {"post_pre.cuda_n4_staged_wg", Op::kPostPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "post_kernel -> gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4", Op::kPostPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel (post fused) -> collapse_kernel", "n4"},
       generic("post_pre.cuda_generic", Op::kPostPre),
       // head
       decode_chunk("head.cuda_n4_decode_chunk", Op::kHead),
       decode_lean("head.cuda_n4_decode_lean", Op::kHead),
       decode("head.cuda_n4_decode", Op::kHead),
-      {"head.cuda_n4_staged_wg", Op::kHead, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4_staged", Op::kHead, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
+      {"head.cuda_n4_staged_wg", Op::kHead, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4", Op::kHead, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (learned) | collapse_kernel", "n4"},
       generic("head.cuda_generic", Op::kHead),
   };

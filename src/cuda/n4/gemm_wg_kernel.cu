@@ -23,7 +23,7 @@
 // 1 of the canonical order as a tree in each thread (even vectors, odd vectors) and one shuffle.
 // Envelope: a device of compute capability 9.0 running this file's sm_90a code
 // (configure_gemm_wg_kernel checks both), n = 4, H % 512 == 0, H <= 16384, 16-byte aligned
-// rows; 168 KB of dynamic shared memory.
+// rows; 200 KB of dynamic shared memory.
 #include "src/cuda/exact_sum.cuh"
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/kernels.hpp"
@@ -37,7 +37,7 @@ constexpr int kWgTile = 64;                              // tokens per item: the
 constexpr int kGroups = 2;                               // warpgroups per block
 constexpr int kWgThreads = 128;
 constexpr int kThreads = kGroups * kWgThreads;
-constexpr int kStagesWg = 3;                             // A stages per warpgroup
+constexpr int kStagesWg = 4;                             // A stages per warpgroup
 constexpr int kStageBytesWg = kWgTile * kChunkCols * 2;  // 16 KB
 constexpr int kBStreamBytes = kNTiles * 8 * kChunkCols * 2;  // 72 n x 128 k: 18 KB
 constexpr int kBBytes = kN * kBStreamBytes;              // 72 KB
@@ -106,13 +106,22 @@ __device__ __forceinline__ void fence_proxy_async() {
 // 2q+9 of column n = 8 nt + lane / 4) scattered into the K-major core-matrix layout.
 __device__ __forceinline__ void load_b(const N4Params& p, unsigned char* smem, int chunk) {
   const uint2* src = p.fn_frag + static_cast<int64_t>(chunk) * kFragWords;
-  for (int i = static_cast<int>(threadIdx.x); i < kFragWords; i += kThreads) {
-    const int lane = i & 31, rest = i >> 5;
-    const int nt = rest % kNTiles, ks = (rest / kNTiles) % kMmaSteps, j = rest / (kNTiles * kMmaSteps);
-    const uint2 b = __ldg(src + i);
-    unsigned char* at = smem + j * kBStreamBytes + (2 * ks * kNTiles + nt) * 128 + (lane >> 2) * 16 + (lane & 3) * 4;
-    *reinterpret_cast<uint32_t*>(at) = b.x;
-    *reinterpret_cast<uint32_t*>(at + kNTiles * 128) = b.y;
+  constexpr int kPerThread = kFragWords / kThreads, kBatch = 12;  // loads in flight per thread
+  static_assert(kFragWords % kThreads == 0 && kPerThread % kBatch == 0, "load_b batches");
+#pragma unroll 1
+  for (int b0 = 0; b0 < kPerThread; b0 += kBatch) {
+    uint2 v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) v[u] = __ldg(src + static_cast<int>(threadIdx.x) + (b0 + u) * kThreads);
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = static_cast<int>(threadIdx.x) + (b0 + u) * kThreads;
+      const int lane = i & 31, rest = i >> 5;
+      const int nt = rest % kNTiles, ks = (rest / kNTiles) % kMmaSteps, j = rest / (kNTiles * kMmaSteps);
+      unsigned char* at = smem + j * kBStreamBytes + (2 * ks * kNTiles + nt) * 128 + (lane >> 2) * 16 + (lane & 3) * 4;
+      *reinterpret_cast<uint32_t*>(at) = v[u].x;
+      *reinterpret_cast<uint32_t*>(at + kNTiles * 128) = v[u].y;
+    }
   }
 }
 

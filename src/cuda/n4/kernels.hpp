@@ -25,7 +25,7 @@ bool configure_gemm_kernel(int device);
 /// gemm_wg_kernel (gemm_wg_kernel.cu): gemm_kernel's contract and bits on wgmma (sm_90a).
 void launch_gemm_wg_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// True where `device` is compute capability 9.0, this binary has gemm_wg_kernel's sm_90a code
-/// and 168 KB of shared memory per block (then it also sets that limit).
+/// and 200 KB of shared memory per block (then it also sets that limit).
 bool configure_gemm_wg_kernel(int device);
 /// collapse_kernel (collapse_kernel.cu): epilogue of the partials (p.has_mixes) and collapse.
 void launch_collapse_kernel(const N4Params& p, const LaunchCtx& ctx);
