@@ -33,6 +33,8 @@ bool n4_staged_supports(const detail::Problem& p);
 void n4_staged_run(const detail::Problem& p);
 /// Where the dispatcher prefers the staged plan (T >= kStagedPreferTokens).
 bool n4_staged_wg_supports(const detail::Problem& p);
+bool n4_fused_wg_supports(const detail::Problem& p);
+void n4_fused_wg_run(const detail::Problem& p);
 void n4_staged_wg_run(const detail::Problem& p);
 bool n4_staged_prefer(const detail::Problem& p);
 bool n4_staged_prefer_post_pre(const detail::Problem& p);

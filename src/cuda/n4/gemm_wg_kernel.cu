@@ -10,8 +10,8 @@
 // Grid mapping: at most one 256-thread block per multiprocessor, each with an equal contiguous
 // range of the (chunk, 64-token tile) items in chunk-major order; warpgroup g takes the block's
 // items g, g + 2, .. An item runs as 4 steps, one per stream j: the warpgroup's cp.async ring
-// (kStagesWg stages of 64 tokens x 128 columns, 16 KB, in the no-swizzle core-matrix layout that
-// wgmma reads) is filled kStagesWg steps ahead across item and chunk boundaries; a step waits for
+// (kStagesWg stages of 64 tokens x 128 columns, 16 KB, in the no-swizzle core-matrix layout of
+// src/cuda/n4/wgmma.cuh) is filled kStagesWg steps ahead across item and chunk boundaries; a step waits for
 // its stage, runs 8 wgmma (k16 steps in order, accumulating from zero) against the chunk's B in
 // shared memory (72 KB, rebuilt from fn_frag when the block's range enters the next chunk) and,
 // while the tensor cores work, the square sums of the stage: thread (warp w, lane) continues the
@@ -27,102 +27,25 @@
 #include "src/cuda/exact_sum.cuh"
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/kernels.hpp"
+#include "src/cuda/n4/wgmma.cuh"
 #include "src/cuda/ptx.cuh"
 
 namespace mhc::cuda::n4 {
 
 namespace {
 
-constexpr int kWgTile = 64;                              // tokens per item: the wgmma M
 constexpr int kGroups = 2;                               // warpgroups per block
-constexpr int kWgThreads = 128;
 constexpr int kThreads = kGroups * kWgThreads;
 constexpr int kStagesWg = 4;                             // A stages per warpgroup
-constexpr int kStageBytesWg = kWgTile * kChunkCols * 2;  // 16 KB
-constexpr int kBStreamBytes = kNTiles * 8 * kChunkCols * 2;  // 72 n x 128 k: 18 KB
-constexpr int kBBytes = kN * kBStreamBytes;              // 72 KB
 constexpr int kSmemWg = kBBytes + kGroups * kStagesWg * kStageBytesWg;
-// No-swizzle K-major layouts (core matrix: 8 rows x 16 bytes, 128 contiguous bytes):
-// A: core (k_blk, m_blk) at (k_blk * 8 + m_blk) * 128; B: core (k_blk, n_blk) at (k_blk * 9 + n_blk) * 128.
-constexpr uint32_t kALbo = 8 * 128, kASbo = 128;
-constexpr uint32_t kBLbo = kNTiles * 128, kBSbo = 128;
-static_assert(kBBytes == kFragBytes, "B holds one chunk's fragments");
-static_assert(kALbo == kWgTile / 8 * 128 && kASbo == 128 && kBLbo == kNTiles * 128 && kBSbo == 128,
-              "core matrices of 128 bytes");
 
 // The device code below exists for sm_90a only (and for the host pass, which needs the names).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) || !defined(__CUDA_ARCH__)
 static_assert(kSmemWg <= 227 * 1024, "gemm_wg_kernel shared memory");
 static_assert(kWgTile * (kChunkCols / 8) == 8 * kWgThreads, "a stage is 8 copies of 16 bytes per thread");
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
-         (static_cast<uint64_t>(sbo >> 4) << 32);
-}
-
 __device__ __forceinline__ void wg_barrier(int group) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(1 + group), "n"(kWgThreads) : "memory");
-}
-
-// One k16 step: d (64 x 72, fp32) += A (64 x 16) B (16 x 72); accumulate = false starts from zero.
-__device__ __forceinline__ void wgmma_k16(float (&d)[36], uint64_t a, uint64_t b, bool accumulate) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n72k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,"
-      "%28,%29,%30,%31,%32,%33,%34,%35}, %36, %37, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
-        "+f"(d[33]), "+f"(d[34]), "+f"(d[35])
-      : "l"(a), "l"(b), "r"(accumulate ? 1 : 0));
-#endif
-}
-
-__device__ __forceinline__ void wgmma_fence() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wgmma_commit_and_wait() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void fence_proxy_async() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
-
-// The chunk's B: fn_frag's mma fragments [stream][ks][n-tile][lane] (uint2: k 2q, 2q+1 and 2q+8,
-// 2q+9 of column n = 8 nt + lane / 4) scattered into the K-major core-matrix layout.
-__device__ __forceinline__ void load_b(const N4Params& p, unsigned char* smem, int chunk) {
-  const uint2* src = p.fn_frag + static_cast<int64_t>(chunk) * kFragWords;
-  constexpr int kPerThread = kFragWords / kThreads, kBatch = 12;  // loads in flight per thread
-  static_assert(kFragWords % kThreads == 0 && kPerThread % kBatch == 0, "load_b batches");
-#pragma unroll 1
-  for (int b0 = 0; b0 < kPerThread; b0 += kBatch) {
-    uint2 v[kBatch];
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) v[u] = __ldg(src + static_cast<int>(threadIdx.x) + (b0 + u) * kThreads);
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int i = static_cast<int>(threadIdx.x) + (b0 + u) * kThreads;
-      const int lane = i & 31, rest = i >> 5;
-      const int nt = rest % kNTiles, ks = (rest / kNTiles) % kMmaSteps, j = rest / (kNTiles * kMmaSteps);
-      unsigned char* at = smem + j * kBStreamBytes + (2 * ks * kNTiles + nt) * 128 + (lane >> 2) * 16 + (lane & 3) * 4;
-      *reinterpret_cast<uint32_t*>(at) = v[u].x;
-      *reinterpret_cast<uint32_t*>(at + kNTiles * 128) = v[u].y;
-    }
-  }
 }
 
 // The copies of one step into `stage`: stream j of the item's 64 tokens, the chunk's 128
@@ -196,7 +119,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_wg_kernel(const N4Params p) 
   if (items.count <= 0) return;  // block-uniform
   const int group = static_cast<int>(threadIdx.x) / kWgThreads, t = static_cast<int>(threadIdx.x) % kWgThreads;
   const int first_chunk = items.chunk(0), last_chunk = items.chunk(items.count - 1);
-  load_b(p, smem, first_chunk);  // weights: before pdl_wait, overlapping the kernel before
+  load_b<kThreads>(p, smem, first_chunk);  // weights: before pdl_wait, overlapping the kernel before
   pdl_wait();
   const int mine = items.count > group ? (items.count - group + kGroups - 1) / kGroups : 0;
   const int steps = mine * kN;
@@ -212,7 +135,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_wg_kernel(const N4Params p) 
   for (int chunk = first_chunk; chunk <= last_chunk; ++chunk) {
     if (chunk != first_chunk) {
       __syncthreads();  // both warpgroups are done with the previous chunk's B
-      load_b(p, smem, chunk);
+      load_b<kThreads>(p, smem, chunk);
     }
     fence_proxy_async();  // B's generic-proxy stores, before wgmma reads them
     __syncthreads();

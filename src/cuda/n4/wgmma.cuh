@@ -1,0 +1,111 @@
+// src/cuda/n4/wgmma.cuh - Hopper warpgroup MMA (wgmma, sm_90a) for the n = 4 mixes: the shared
+// memory layouts, descriptors and instruction wrappers that gemm_wg_kernel and post_gemm_wg_kernel
+// share, and the load of a chunk's B operand from fn_frag.
+//
+// Layouts: no-swizzle K-major (core matrix: 8 rows x 16 bytes = 8 consecutive k's of a row, 128
+// contiguous bytes). A (64 tokens x 128 k's of one stream): core (k_blk, m_blk) at (k_blk * 8 +
+// m_blk) * 128. B (72 n = 3 parts x 24 rows, 128 k's of one stream): core (k_blk, n_blk) at
+// (k_blk * 9 + n_blk) * 128. A chain of wgmma.m64n72k16 over a stream's 8 k16 steps from zero
+// gives the bits of the mma.sync.m16n8k16 chains of the canonical order (config.cuh;
+// bench/probes/wgmma_vs_mma.cu: 0 of 1048576 elements differ on the H200).
+// Everything here compiles to nothing outside sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); the kernels
+// that use it are launched only where configure_gemm_wg_kernel found that code.
+#pragma once
+
+#include <cstdint>
+
+#include "src/cuda/n4/config.cuh"
+
+namespace mhc::cuda::n4 {
+
+constexpr int kWgTile = 64;                              // tokens per item: the wgmma M
+constexpr int kWgThreads = 128;                          // a warpgroup
+constexpr int kStageBytesWg = kWgTile * kChunkCols * 2;  // one stream's A: 16 KB
+constexpr int kBStreamBytes = kNTiles * 8 * kChunkCols * 2;  // one stream's B: 72 n x 128 k, 18 KB
+constexpr int kBBytes = kN * kBStreamBytes;              // a chunk's B: 72 KB
+constexpr uint32_t kALbo = 8 * 128, kASbo = 128;         // A: K-direction and M-direction core strides
+constexpr uint32_t kBLbo = kNTiles * 128, kBSbo = 128;   // B: K-direction and N-direction core strides
+static_assert(kBBytes == kFragBytes, "B holds one chunk's fragments");
+static_assert(kALbo == kWgTile / 8 * 128 && kASbo == 128 && kBLbo == kNTiles * 128 && kBSbo == 128,
+              "core matrices of 128 bytes");
+
+#ifdef __CUDACC__
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || !defined(__CUDA_ARCH__)
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/// The byte offset of A element (token m, stream-local k = 8 k_blk + e) in a stage.
+__device__ __forceinline__ int a_offset(int m, int k_blk) { return (k_blk * 8 + (m >> 3)) * 128 + (m & 7) * 16; }
+
+__device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
+         (static_cast<uint64_t>(sbo >> 4) << 32);
+}
+
+// One k16 step: d (64 x 72, fp32) += A (64 x 16) B (16 x 72); accumulate = false starts from zero.
+__device__ __forceinline__ void wgmma_k16(float (&d)[36], uint64_t a, uint64_t b, bool accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n72k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,"
+      "%28,%29,%30,%31,%32,%33,%34,%35}, %36, %37, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
+        "+f"(d[33]), "+f"(d[34]), "+f"(d[35])
+      : "l"(a), "l"(b), "r"(accumulate ? 1 : 0));
+#endif
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit_and_wait() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void fence_proxy_async() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// The chunk's B: fn_frag's mma fragments [stream][ks][n-tile][lane] (uint2: k 2q, 2q+1 and 2q+8,
+// 2q+9 of column n = 8 nt + lane / 4) scattered into the K-major core-matrix layout, by the
+// block's last kThreads threads (all of them, or a kernel's MMA warpgroup), 12 loads in flight
+// per thread.
+template <int kThreads>
+__device__ __forceinline__ void load_b(const N4Params& p, unsigned char* smem, int chunk) {
+  const uint2* src = p.fn_frag + static_cast<int64_t>(chunk) * kFragWords;
+  const int t = static_cast<int>(threadIdx.x) - (static_cast<int>(blockDim.x) - kThreads);
+  constexpr int kPerThread = kFragWords / kThreads, kBatch = 12;
+  static_assert(kFragWords % kThreads == 0 && kPerThread % kBatch == 0, "load_b batches");
+#pragma unroll 1
+  for (int b0 = 0; b0 < kPerThread; b0 += kBatch) {
+    uint2 v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) v[u] = __ldg(src + t + (b0 + u) * kThreads);
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = t + (b0 + u) * kThreads;
+      const int lane = i & 31, rest = i >> 5;
+      const int nt = rest % kNTiles, ks = (rest / kNTiles) % kMmaSteps, j = rest / (kNTiles * kMmaSteps);
+      unsigned char* at = smem + j * kBStreamBytes + (2 * ks * kNTiles + nt) * 128 + (lane >> 2) * 16 + (lane & 3) * 4;
+      *reinterpret_cast<uint32_t*>(at) = v[u].x;
+      *reinterpret_cast<uint32_t*>(at + kNTiles * 128) = v[u].y;
+    }
+  }
+}
+
+#endif
+#endif  // __CUDACC__
+
+}  // namespace mhc::cuda::n4
