@@ -20,8 +20,8 @@ std::vector<Variant> cuda_variants() {
   constexpr const char* kN4DecodeLean =
       "as cuda_n4_decode, H <= 8192";
   constexpr const char* kDecodeChunkPlan =
-      "decode_chunk_kernel (one launch: a block per chunk forms the post and the chunk partials; the last "
-      "min(T, chunks) blocks to finish reduce them, collapse and run the epilogue)";
+      "decode_chunk_kernel (one launch: a block per (chunk, 16 tokens) forms the post and the chunk partials; "
+      "the last min(T, blocks) to finish reduce them, collapse and run the epilogue)";
   constexpr const char* kDecodeLeanPlan =
       "decode_kernel<lean> (one launch; each unit forms its own stream's post, phase 2 the sums of squares)";
   constexpr const char* kDecodePlan =
@@ -29,8 +29,7 @@ std::vector<Variant> cuda_variants() {
       "collapse and one the epilogue)";
   // The rows every operator with a mixes stage has, alike but for id and operator.
   auto decode_chunk = [&](const char* id, Op op) {
-    return Variant{id, op, DeviceType::kCUDA, kN4DecodeLean, n4_decode_chunk_supports, n4_decode_chunk_run, kDecodeChunkPlan, "n4",
-                   n4_decode_chunk_prefer};
+    return Variant{id, op, DeviceType::kCUDA, kN4DecodeLean, n4_decode_chunk_supports, n4_decode_chunk_run, kDecodeChunkPlan, "n4"};
   };
   auto decode_lean = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kN4DecodeLean, n4_decode_lean_supports, n4_decode_lean_run, kDecodeLeanPlan, "n4"};

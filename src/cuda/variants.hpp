@@ -24,7 +24,6 @@ void n4_decode_run(const detail::Problem& p);
 // The same kernel's lean form (H <= 8192): each unit forms only its own stream's post.
 bool n4_decode_chunk_supports(const detail::Problem& p);
 void n4_decode_chunk_run(const detail::Problem& p);
-bool n4_decode_chunk_prefer(const detail::Problem& p);
 bool n4_decode_lean_supports(const detail::Problem& p);
 void n4_decode_lean_run(const detail::Problem& p);
 // src/cuda/n4/staged.cu: the staged plan (post_kernel -> GEMM stage -> finalize_kernel ->

@@ -1,26 +1,28 @@
 // src/cuda/n4/decode_chunk_kernel.cu - every n = 4 operator with a mixes stage in ONE launch with
-// one block per chunk and no extra phase-2 blocks, for small T (decode and speculative verify).
+// one block per (chunk, 16-token group) and no extra phase-2 blocks, for small T (decode and
+// speculative verify).
 //
 // What it computes: the same outputs, bit for bit, as every other n4 variant: the optional post
 // stage (post8), residual_out, the mixes in the canonical order of config.cuh, the epilogue
 // (epilogue.cuh) and the collapse with its RMSNorm fold (collapse_row.cuh, collapse_loaded).
-// Grid mapping: one 384-thread block per 128-column chunk (H / 128 blocks, at most one per
-// multiprocessor). Phase 1, for each group of 16 tokens: threads 0..255 = (token, 8-column vector)
-// form the post of all 4 streams (post8), write residual_out, put the 4 x 128 columns into a
-// shared-memory A tile and form the chunk's sum of squares (fmaf chain, butterfly); then warp w
-// = (stream j = w / 3, row block b = w % 3) runs the three mma chains of n-tiles b, 3 + b, 6 + b
-// (hi, mid, lo parts of rows 8b..8b+7, B fragments in registers, loaded before pdl_wait since
-// they are weights) and forms v = hi + (mid + lo); the chunk partial ((v_0 + v_1) + v_2) + v_3
-// and the sum of squares go to the workspace ([T][chunks][25], the staged plans' layout).
-// Then each block takes an arrival number (one acq_rel atomic). The last P = min(T, chunks)
-// blocks to arrive do phase 2, block k for tokens k, k + P, ..: they wait until every block
-// has arrived (blocks that arrived earlier are running or done, so nothing waits for a block
-// that cannot start), then per token reduce the partials in the canonical order (8 interleaved
-// chunk groups, then the groups), and warps 0..7 collapse the token from registers (its new
-// residual loaded from L2 right after the wait, the RMSNorm weight before it) while warp 8 runs
-// the epilogue's serial chain (sigmoids, Sinkhorn) and writes the mixes. At T = 1 the last
-// block goes straight on: no block ever spins. The last phase-2 block to finish resets the
-// counters (zeroed once by Workspace::create), so graph replays reuse them.
+// Grid mapping: one 384-thread block per (128-column chunk c, group of 16 tokens): H / 128 x
+// ceil(T / 16) blocks, block b = (c = b % chunks, group b / chunks). Phase 1: threads 0..255 =
+// (token, 8-column vector) form the post of all 4 streams (post8), write residual_out, put the
+// 4 x 128 columns into a shared-memory A tile and form the chunk's sum of squares (fmaf chain,
+// butterfly); then warp w = (stream j = w / 3, row block b = w % 3) runs the three mma chains of
+// n-tiles b, 3 + b, 6 + b (hi, mid, lo parts of rows 8b..8b+7, B fragments in registers, loaded
+// before pdl_wait since they are weights) and forms v = hi + (mid + lo); the chunk partial
+// ((v_0 + v_1) + v_2) + v_3 and the sum of squares go to the workspace ([T][chunks][25], the
+// staged plans' layout). Then each block takes an arrival number (one acq_rel atomic). The last
+// P = min(T, blocks) blocks to arrive do phase 2, block k for tokens k, k + P, ..: they wait until
+// every block has arrived (the blocks they wait for are running, done, or waiting for one of the
+// multiprocessors that P <= 128 spinning blocks leave free; the kernel after this one cannot
+// start before every block of this one has), then per token reduce the partials in the
+// canonical order (8 interleaved chunk groups, then the groups), and warps 0..7 collapse the
+// token from registers (its new residual loaded from L2 right after the wait, the RMSNorm weight
+// before it) while warp 8 runs the epilogue's serial chain (sigmoids, Sinkhorn) and writes the
+// mixes. At T = 1 the last block goes straight on: no block ever spins. The last phase-2 block
+// to finish resets the counters (zeroed once by Workspace::create), so graph replays reuse them.
 // Accumulation: mma.m16n8k16 bf16 x the three bf16 parts of fn, fp32, from zero per (token,
 // chunk, stream, n-tile) over the 8 k16 steps in order (as mix_kernel, gemm_kernel and
 // decode_kernel); fp32 sums in the canonical order; exact sums for post and collapse.
@@ -57,7 +59,8 @@ struct ChunkDecodeParams {
   N4Params p;
   float* dp;           // [T][chunks][25] chunk partials (workspace scratch)
   uint32_t* counters;  // the workspace's [3] counters, 0 between launches
-  int32_t phase2;      // P = min(T, chunks) phase-2 blocks
+  int32_t blocks;      // chunks x token groups: block b runs chunk b % chunks, group b / chunks
+  int32_t phase2;      // P = min(T, blocks) phase-2 blocks
   int32_t probe;       // diagnostics builds only (MHC_DECODE_PROBE, see probe_level): where to stop
 };
 
@@ -71,7 +74,7 @@ __device__ __forceinline__ int probe_level(const ChunkDecodeParams& d) { return 
 __device__ __forceinline__ constexpr int probe_level(const ChunkDecodeParams&) { return 0; }
 #endif
 
-// Phase 1 for tokens [g0, g0 + kGroup): the post stage and the partials of chunk c.
+// Phase 1 of block (c, g0): the post stage and the partials of chunk c for tokens [g0, g0 + 16).
 template <bool kPost>
 __device__ __forceinline__ void chunk_group(const ChunkDecodeParams& d, int c, int64_t g0,
                                             const uint2 (&b)[3][kMmaSteps], bf16_t* s_tile, float* s_red,
@@ -166,7 +169,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
   __shared__ uint32_t s_arrival;
   const N4Params& p = d.p;
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-  const int c = static_cast<int>(blockIdx.x);
+  const int c = static_cast<int>(blockIdx.x) % p.chunks;
+  const int64_t g0 = static_cast<int64_t>(blockIdx.x / p.chunks) * kGroup;
   pdl_launch_dependents();
   // The epilogue's weights (scale, base: a learned head has 1 and 4) into shared memory now, so
   // phase 2's serial chains start without a global load.
@@ -186,17 +190,14 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
   pdl_wait();  // the inputs, the scratch and the counters belong to this launch from here on
   const int probe = probe_level(d);
   if (probe == 1) return;
-  for (int64_t g0 = 0; g0 < p.T; g0 += kGroup) {
-    if (g0 > 0) __syncthreads();  // the tile, s_red and s_sq of the previous group are consumed
-    chunk_group<kPost>(d, c, g0, b, s_tile, s_red, s_sq);
-  }
+  chunk_group<kPost>(d, c, g0, b, s_tile, s_red, s_sq);
   if (probe == 2) return;
   // Arrival: the block barrier orders every thread's partial and residual_out writes before
   // thread 0's acq_rel add (cumulative release).
   __syncthreads();
   if (tid == 0) s_arrival = atom_add_acq_rel_gpu(d.counters + kArrived, 1u);
   __syncthreads();
-  const int k2 = static_cast<int>(s_arrival) - (p.chunks - d.phase2);
+  const int k2 = static_cast<int>(s_arrival) - (d.blocks - d.phase2);
   if (k2 < 0) return;  // block-uniform: not one of the last P to arrive
 
   // Phase 2. The RMSNorm weight (a weight) first, then wait for the other arrivals.
@@ -208,8 +209,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
     const int64_t v = tid + i * kThreadsB;
     wr[i] = fold && tid < kThreadsB && v < vecs ? ld16(p.rmsnorm_weight + v * 8) : make_uint4(0, 0, 0, 0);
   }
-  if (tid == 0 && s_arrival != static_cast<uint32_t>(p.chunks) - 1) {
-    while (ld_acquire_gpu(d.counters + kArrived) < static_cast<uint32_t>(p.chunks)) {
+  if (tid == 0 && s_arrival != static_cast<uint32_t>(d.blocks) - 1) {
+    while (ld_acquire_gpu(d.counters + kArrived) < static_cast<uint32_t>(d.blocks)) {
     }
   }
   __syncthreads();  // orders the other threads' reads after thread 0's acquire
@@ -266,13 +267,14 @@ void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* cou
   d.p = p;
   d.dp = scratch;
   d.counters = counters;
-  d.phase2 = static_cast<int32_t>(p.T < p.chunks ? p.T : p.chunks);
+  d.blocks = static_cast<int32_t>((p.T + kGroup - 1) / kGroup * p.chunks);
+  d.phase2 = static_cast<int32_t>(p.T < d.blocks ? p.T : d.blocks);
 #ifdef MHC_DECODE_PROBE
   const char* probe = std::getenv("MHC_DECODE_PROBE");
   d.probe = probe != nullptr ? std::atoi(probe) : 0;
 #endif
   launch_kernel(p.has_post ? decode_chunk_kernel<true> : decode_chunk_kernel<false>,
-                dim3(static_cast<unsigned>(p.chunks)), kThreads, 0, ctx, d);
+                dim3(static_cast<unsigned>(d.blocks)), kThreads, 0, ctx, d);
 }
 
 }  // namespace mhc::cuda::n4

@@ -57,7 +57,8 @@ void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx);
 void launch_decode_kernel(const N4Params& p, float* scratch, uint32_t* counters, const LaunchCtx& ctx, bool lean);
 bool decode_lean_supports(int64_t H);
 /// decode_chunk_kernel (decode_chunk_kernel.cu): a whole op with a mixes stage in one launch of
-/// H / 128 blocks (a block per chunk; the last min(T, chunks) to finish phase 1 run phase 2),
+/// H / 128 x ceil(T / 16) blocks (a block per (chunk, 16 tokens); the last min(T, blocks) to finish
+/// phase 1 run phase 2),
 /// H <= 8192 (decode_chunk_supports). scratch and counters as decode_kernel; the same bits.
 void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* counters, const LaunchCtx& ctx);
 bool decode_chunk_supports(int64_t H);

@@ -130,9 +130,6 @@ void n4_decode_lean_run(const detail::Problem& p) {
 
 bool n4_decode_chunk_supports(const detail::Problem& p) { return n4_decode_supports(p) && decode_chunk_supports(p.H); }
 
-// decode_chunk_kernel runs a block per chunk, so its phase 1 serialises 16-token groups: faster
-// than decode_kernel<lean> up to T = 32, slower at T = 64 (H200, docs/performance.md).
-bool n4_decode_chunk_prefer(const detail::Problem& p) { return p.T <= 32; }
 
 void n4_decode_chunk_run(const detail::Problem& p) {
   MHC_CHECK(n4_decode_chunk_supports(p), detail::op_name(p.op), ": cuda_n4_decode_chunk does not support this call");
