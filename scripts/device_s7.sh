@@ -88,26 +88,20 @@ if [[ "$steps" == *" ncugemm "* ]]; then
 fi
 
 if [[ "$steps" == *" wg "* ]]; then
-  # The staged plans with the wgmma GEMM stage against gemm_kernel's, and the slice length.
+  # The wgmma rows (explicit variants) against the dispatched staged plan, same run.
   S wg
   {
     for v in staged_wg staged; do
-      timeout 25 $B bench --ops mixes --modes plain --H 4096,7168 --T 1024,4096,16384 --variant mixes.cuda_n4_$v \
-        --budget-s 18 --out "$R/wg-mixes-$v.jsonl" 2>&1 | rows
-      timeout 25 $B bench --ops post_pre --modes normal_fold --H 4096,7168 --T 1024,4096,16384 \
-        --variant post_pre.cuda_n4_$v --budget-s 18 --out "$R/wg-post_pre-$v.jsonl" 2>&1 | rows
+      timeout 20 $B bench --ops mixes --modes plain --H 4096,7168 --T 4096,16384 --variant mixes.cuda_n4_$v \
+        --budget-s 14 --out "$R/wg-mixes-$v.jsonl" 2>&1 | rows
       timeout 20 $B bench --ops pre --modes normal_fold --H 4096,7168 --T 4096,16384 --variant pre.cuda_n4_$v \
         --budget-s 14 --out "$R/wg-pre-$v.jsonl" 2>&1 | rows
     done
-    for st in 256 512 1024 4096; do
-      timeout 15 $B bench --ops post_pre --modes normal_fold --H 4096 --T 16384 --variant post_pre.cuda_n4_staged_wg \
-        --slice-tokens $st --budget-s 10 --out "$R/wg-slice-$st.jsonl" 2>&1 | rows | sed "s/^/slice $st: /"
+    for v in fused_wg staged_wg; do
+      timeout 20 $B bench --ops post_pre --modes normal_fold --H 4096,7168 --T 4096,16384 \
+        --variant post_pre.cuda_n4_$v --budget-s 14 --out "$R/wg-post_pre-$v.jsonl" 2>&1 | rows
     done
   } | tee -a "$R/summary.txt"
-  timeout 60 ncu --clock-control none -k regex:gemm_wg --launch-skip 2 --launch-count 1 --section SpeedOfLight \
-    --section WarpStateStats --section SchedulerStats --print-details all $B bench --ops mixes --modes plain --H 4096 \
-    --T 8192 --variant mixes.cuda_n4_staged_wg --reps 2 --budget-s 20 > "$R/ncu-gemm_wg.txt" 2>&1
-  echo "ncu gemm_wg rc=$?" | tee -a "$R/summary.txt"
 fi
 
 if [[ "$steps" == *" step "* ]]; then
