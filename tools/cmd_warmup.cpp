@@ -7,6 +7,8 @@
 //              [--no-warmup] [--out FILE.jsonl]
 //
 // --no-warmup creates the workspace without loading the kernels, to show the stall it removes.
+// The CUDA context is created first and timed apart (an engine has one already); --busy-ms of
+// memsets run before the first calls so that they are not timed at the idle GPU clock.
 // --out appends one JSON object per line (the create row, then one row per operator).
 #include <algorithm>
 #include <chrono>
@@ -36,6 +38,7 @@ struct WarmupOptions {
   bool first_call = false;
   int64_t tokens = 1;
   bool no_warmup = false;
+  double busy_ms = 50.0;  // GPU work (not mhc's) before the first calls, so the clocks have ramped up
   std::string out;
 };
 
@@ -53,10 +56,47 @@ Device parse_device(const std::string& s) {
   return Device{DeviceType::kCUDA, std::stoi(s.substr(5))};
 }
 
-void sync() {
+void sync(bool gpu) {
+  (void)gpu;
 #ifdef MHC_WITH_CUDA
+  if (!gpu) return;
   const cudaError_t err = cudaDeviceSynchronize();
   MHC_CHECK(err == cudaSuccess, "cudaDeviceSynchronize failed: ", cudaGetErrorString(err));
+#endif
+}
+
+// The CUDA context of the device, created before anything is timed: an engine has one already,
+// and its creation (tens of ms) is the driver's, not the workspace's. Returns its time in ms.
+double create_context(const Device& device) {
+#ifdef MHC_WITH_CUDA
+  if (device.type != DeviceType::kCUDA) return 0.0;
+  const double t0 = now_ms();
+  MHC_CHECK(cudaSetDevice(device.id) == cudaSuccess && cudaFree(nullptr) == cudaSuccess,
+            "warmup: cannot create the CUDA context of ", device.id);
+  return now_ms() - t0;
+#else
+  (void)device;
+  return 0.0;
+#endif
+}
+
+// Keeps the GPU busy with memsets (no mhc kernel) for about `ms`, so that a first call is not
+// timed at the idle clock (an idle H200 reports 345 MHz and ramps up under load).
+void busy_gpu(const Device& device, double ms) {
+#ifdef MHC_WITH_CUDA
+  if (device.type != DeviceType::kCUDA || ms <= 0) return;
+  void* buf = nullptr;
+  const size_t bytes = size_t{256} << 20;
+  MHC_CHECK(cudaMalloc(&buf, bytes) == cudaSuccess, "warmup: cudaMalloc for --busy-ms failed");
+  const double t0 = now_ms();
+  while (now_ms() - t0 < ms) {
+    MHC_CHECK(cudaMemset(buf, 1, bytes) == cudaSuccess, "warmup: cudaMemset failed");
+    MHC_CHECK(cudaDeviceSynchronize() == cudaSuccess, "warmup: cudaDeviceSynchronize failed");
+  }
+  cudaFree(buf);
+#else
+  (void)device;
+  (void)ms;
 #endif
 }
 
@@ -107,6 +147,7 @@ int run_warmup(const WarmupOptions& o) {
   wo.max_tokens = o.max_tokens;
   wo.max_n = c.n;
   wo.warmup = !o.no_warmup;
+  const double context_ms = create_context(device);
   const double t0 = now_ms();
   Workspace ws = Workspace::create(device, wo);
   const double create_ms = now_ms() - t0;
@@ -116,14 +157,16 @@ int run_warmup(const WarmupOptions& o) {
   char line[512];
   std::snprintf(line, sizeof line,
                 "{\"what\": \"workspace_create\", \"model\": \"%s\", \"device\": \"%s\", \"max_tokens\": %lld, "
-                "\"warmup\": %s, \"create_ms\": %.3f, \"kernels\": %d, \"loaded\": %d, \"warmup_again_ms\": %.3f, "
-                "\"version\": \"%s\"}",
+                "\"warmup\": %s, \"context_ms\": %.3f, \"create_ms\": %.3f, \"kernels\": %d, \"loaded\": %d, "
+                "\"warmup_again_ms\": %.3f, \"version\": \"%s\"}",
                 preset.name.c_str(), o.device.c_str(), static_cast<long long>(o.max_tokens),
-                o.no_warmup ? "false" : "true", create_ms, again.kernels, again.loaded, again_ms, version());
+                o.no_warmup ? "false" : "true", context_ms, create_ms, again.kernels, again.loaded, again_ms, version());
   emit(o, line);
-  std::fprintf(stderr, "mhc warmup: Workspace::create(%s, max_tokens %lld)%s: %.2f ms; %d of %d kernels loaded\n",
+  std::fprintf(stderr,
+               "mhc warmup: Workspace::create(%s, max_tokens %lld)%s: %.2f ms after the CUDA context (%.2f ms); "
+               "%d of %d kernels loaded\n",
                o.device.c_str(), static_cast<long long>(o.max_tokens), o.no_warmup ? " without warmup" : "",
-               create_ms, again.loaded, again.kernels);
+               create_ms, context_ms, again.loaded, again.kernels);
   if (!o.first_call) return 0;
 
   // The first call of each operator, then the median of later ones (wall clock with sync).
@@ -227,17 +270,18 @@ int run_warmup(const WarmupOptions& o) {
                    a.exec = exec;
                    head(a);
                  }});
-  sync();
+  sync(gpu);
+  busy_gpu(device, o.busy_ms);
   for (const OpRun& op : ops) {
     const double f0 = now_ms();
     op.call();
-    sync();
+    sync(gpu);
     const double first_us = (now_ms() - f0) * 1000.0;
     std::vector<double> later;
     for (int i = 0; i < 21; ++i) {
       const double l0 = now_ms();
       op.call();
-      sync();
+      sync(gpu);
       later.push_back((now_ms() - l0) * 1000.0);
     }
     std::sort(later.begin(), later.end());
@@ -262,8 +306,13 @@ Action setup_warmup(CLI::App& app) {
   app.add_flag("--first-call", o->first_call, "also time each operator's first call against its steady state");
   app.add_option("--tokens", o->tokens, "T of the --first-call calls")->check(decimal())->capture_default_str();
   app.add_flag("--no-warmup", o->no_warmup, "create the workspace without loading the kernels (shows the stall)");
+  app.add_option("--busy-ms", o->busy_ms,
+                 "ms of GPU memsets (no mhc kernel) before the first calls, so they are not timed at the idle "
+                 "clock; 0: none")
+      ->capture_default_str();
   app.add_option("--out", o->out, "append the rows as JSON lines to this file");
-  app.footer("Prints one JSON line for Workspace::create (which loads every kernel the device can run) and,\n"
+  app.footer("Prints one JSON line for Workspace::create (which loads every kernel the device can run; timed\n"
+             "after the CUDA context is created, which is reported apart as context_ms) and,\n"
              "with --first-call, one per operator: its first call and the median of 21 later ones (wall\n"
              "clock with a device synchronisation). Run it in a fresh process: what it times happens once.");
   return [o] { return run_warmup(*o); };

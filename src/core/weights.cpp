@@ -8,6 +8,7 @@
 #include "mhc/error.hpp"
 #include "src/core/cuda_hooks.hpp"
 #include "src/core/prepared.hpp"
+#include "src/registry/registry.hpp"
 
 namespace mhc {
 
@@ -197,6 +198,24 @@ PreparedWeights attach_prepared(const TensorView& buffer, int32_t n, int64_t H, 
   return PreparedWeights(std::move(w));
 }
 
+namespace {
+
+// The CPU backend's warmup: its OpenMP thread team is created by the first parallel region, which
+// would otherwise be the first call's (milliseconds on a loaded machine).
+void cpu_start_threads() {
+#ifdef _OPENMP
+  int threads = 0;
+#pragma omp parallel
+  {
+#pragma omp atomic
+    ++threads;
+  }
+  (void)threads;
+#endif
+}
+
+}  // namespace
+
 Workspace Workspace::create(Device device, int64_t max_tokens, int32_t max_n) {
   WorkspaceOptions o;
   o.max_tokens = max_tokens;
@@ -226,11 +245,18 @@ Workspace Workspace::create(Device device, const WorkspaceOptions& o) {
   MHC_CHECK(o.stream == nullptr || o.bind_stream,
             "Workspace::create: stream is given but bind_stream is false (set bind_stream to bind the workspace)");
   if (device.type == DeviceType::kCUDA) detail::cuda_create_workspace(*ws.impl_);
+  if (o.warmup) {
+    if (device.type == DeviceType::kCPU) cpu_start_threads();
+    (void)detail::variants();  // the dispatcher's table, built once, here rather than in the first call
+  }
   return ws;
 }
 
 WarmupReport warmup(Device device) {
-  if (device.type == DeviceType::kCPU) return WarmupReport{};
+  if (device.type == DeviceType::kCPU) {
+    cpu_start_threads();
+    return WarmupReport{};
+  }
   MHC_CHECK(device.type == DeviceType::kCUDA, "warmup: unsupported device ", device_name(device));
   return detail::cuda_warmup(device);
 }
