@@ -20,7 +20,7 @@ steps=" $* "
 S build
 cmake -S . -B $BD -G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_ARCHITECTURES=90a \
   -DMHC_GTEST_SOURCE="$PWD/.deps/googletest" -DMHC_CLI11_INCLUDE="$PWD/.deps/cli11" > "$R/configure.log" 2>&1
-cmake --build $BD --target mhc_cli test_gpu > "$R/build.log" 2>&1 || { grep -E "error" -A3 "$R/build.log" | head -40 | tee -a "$R/summary.txt"; pack; exit 1; }
+cmake --build $BD --target mhc_cli test_gpu test_engine > "$R/build.log" 2>&1 || { grep -E "error" -A3 "$R/build.log" | head -40 | tee -a "$R/summary.txt"; pack; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader >> "$R/summary.txt"
 
 if [[ "$steps" == *" record "* ]]; then
@@ -40,6 +40,8 @@ if [[ "$steps" == *" test "* ]]; then
   echo "gpu tests rc=$? $(grep -E '^\[  PASSED|^\[  FAILED|^\[  SKIPPED' "$R/gpu-tests.log" | head -3 | tr '\n' ' ')" | tee -a "$R/summary.txt"
   grep -E "^\[  FAILED" "$R/gpu-tests.log" | head -30 | tee -a "$R/summary.txt"
   grep -E "variant comparisons" "$R/gpu-tests.log" > "$R/family-counts.txt"
+  timeout 60 $BD/tests/test_engine --gtest_brief=1 > "$R/test-engine.log" 2>&1
+  echo "test_engine rc=$? $(grep -E '^\[  PASSED|^\[  FAILED|^\[  SKIPPED' "$R/test-engine.log" | head -3 | tr '\n' ' ')" | tee -a "$R/summary.txt"
 fi
 
 if [[ "$steps" == *" decode "* ]]; then
