@@ -5,16 +5,18 @@
 // fp32 mixes within 1e-5, bf16 within 1 ulp and >= 99.9% bit-equal, exact where the oracle is
 // exact: residual_out and every collapse with a carried, identity or mean pre), outputs poisoned
 // with NaN before the call (never-written elements fail) and padded rows (padding untouched);
-// bit-equal across 1, 2 and all threads, the scalar and AVX2 code, and T (a token alone, a
+// bit-equal across 1, 2 and all threads, every SIMD level (AVX-512, AVX2, scalar: cpu::force_isa),
+// and T (a token alone, a
 // slice, the batch: the decode and the tiled paths); NaN in one token changes that token only;
 // hostile input is rejected with nothing written; the dispatcher's default is cpu_fast.
 //
 // post.cpu_fast must give the oracle's bits for every output (NaN for NaN, any sign) (its fp32 sums are certified or
 // redone in double): checked over T = 0, 1, 3, 17, 64, 600 and H = 7, 64, 4096, 5120, full and
 // broadcast residuals, strided rows, NaN/Inf/huge inputs and cancelling terms (the double
-// fallback), and for 1, 2, 3 and the default number of OpenMP threads.
+// fallback), for 1, 2, 3 and the default number of OpenMP threads and every SIMD level.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -29,6 +31,8 @@
 
 #include "gpu_harness.hpp"
 #include "mhc/mhc.hpp"
+#include "src/core/bf16.hpp"
+#include "src/cpu/exact_sum.hpp"
 #include "src/cpu/fast.hpp"
 
 namespace {
@@ -185,6 +189,15 @@ TEST(CpuFastPost, BitEqualToTheOracleOverTheGrid) {
               << "T = " << T << ", H = " << H << (broadcast ? ", broadcast" : "") << ", pad " << pad
               << ", threads " << threads;
         }
+        using mhc::detail::cpu::Isa;
+        for (Isa level : {Isa::kAvx2, Isa::kScalar}) {  // every lower SIMD level
+          if (level >= mhc::detail::cpu::best_isa()) continue;
+          mhc::detail::cpu::force_isa(level);
+          const Bits got = run_post(in, "post.cpu_fast");
+          mhc::detail::cpu::force_isa(Isa::kAvx512);
+          EXPECT_EQ(count_differences(got, want), 0) << "T = " << T << ", H = " << H << (broadcast ? ", broadcast" : "")
+                                                     << ", " << mhc::detail::cpu::isa_name(level);
+        }
       }
     }
   }
@@ -206,6 +219,38 @@ TEST(CpuFastPost, CancellationNeedsTheDoubleFallback) {
   }
   const Bits want = run_post(in, "post.cpu_ref");
   EXPECT_EQ(count_differences(run_post(in, "post.cpu_fast"), want), 0);
+  using mhc::detail::cpu::Isa;
+  for (Isa level : {Isa::kAvx2, Isa::kScalar}) {
+    mhc::detail::cpu::force_isa(level);
+    const Bits got = run_post(in, "post.cpu_fast");
+    mhc::detail::cpu::force_isa(Isa::kAvx512);
+    EXPECT_EQ(count_differences(got, want), 0) << mhc::detail::cpu::isa_name(level);
+  }
+}
+
+// The fast path's double -> bf16 rounding is the oracle's, over random doubles of every
+// magnitude and the edges: ties, the carry into the exponent, 2^128, subnormal, zero, inf, NaN.
+TEST(CpuFastPost, FastDoubleRoundingIsTheOracles) {
+  std::mt19937_64 g(11);
+  std::vector<double> v = {0.0, -0.0, 1.0, -1.0, 0x1p-126, 0x1p-127, 0x1.fep-127, 0x1p-133, 0x1p-134, 0x1p-150,
+                           0x1.ffp127, 0x1.fe8p127, 0x1.ff0000001p127, 0x1p128, 0x1p200, -0x1p1000,
+                           1.0 + 0x1p-8, 1.0 + 0x1p-8 + 0x1p-40, 1.0 + 3 * 0x1p-8, 0x1.ff8p0,
+                           std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                           std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::denorm_min()};
+  for (int i = 0; i < 200000; ++i) {
+    uint64_t b = g();
+    if (i % 2 == 0) b = (b & 0x800fffffffffffffull) | ((uint64_t{1023 - 140} + g() % 280) << 52);  // near bf16's range
+    if (i % 5 == 0) b &= ~((uint64_t{1} << 44) - 1) | (g() % 2 ? 0 : (uint64_t{1} << 44) - 1);  // ties and near ties
+    double d;
+    std::memcpy(&d, &b, sizeof d);
+    v.push_back(d);
+  }
+  int64_t bad = 0;
+  for (double d : v) {
+    const uint16_t want = mhc::detail::double_to_bf16(d), got = mhc::detail::cpu::round_double_bf16(d);
+    bad += want != got && !(is_nan(want) && is_nan(got));
+  }
+  EXPECT_EQ(bad, 0);
 }
 
 TEST(CpuFastPost, OtherStreamCountsStayOnTheOracle) {
@@ -557,13 +602,18 @@ TEST_P(OpsGrid, MatchesTheOracleOnEveryThreadCount) {
           compare(m, first, got, label + " threads " + std::to_string(threads) + " vs 1", true);
         }
       }
-      if (T >= 5 && (H == 999 || H == 4096)) {  // the scalar code gives the AVX2 code's bits
-        mhc::detail::cpu::force_scalar(true);
-        c.poison();
-        call(c, fast);
-        mhc::detail::cpu::force_scalar(false);
-        Outputs got = outputs(c);
-        compare(m, first, got, label + " scalar vs AVX2", true);
+      if (T >= 5 && (H == 999 || H == 4096)) {  // every lower SIMD level gives the best level's bits
+        using mhc::detail::cpu::Isa;
+        for (Isa level : {Isa::kAvx2, Isa::kScalar}) {
+          if (level >= mhc::detail::cpu::best_isa()) continue;
+          mhc::detail::cpu::force_isa(level);
+          c.poison();
+          call(c, fast);
+          mhc::detail::cpu::force_isa(Isa::kAvx512);
+          Outputs got = outputs(c);
+          compare(m, first, got, label + " " + mhc::detail::cpu::isa_name(level) + " vs " +
+                                     mhc::detail::cpu::isa_name(mhc::detail::cpu::best_isa()), true);
+        }
       }
       if (T == 67) {  // batch invariance: token 0 alone and the slice [37, 56) (decode path)
         Outputs batch = clone_all(first);
@@ -607,6 +657,42 @@ TEST_P(OpsGrid, NanInOneTokenStaysInThatToken) {
                   0)
             << m.name << " T=" << T << " " << name << " token " << t << " changed by a NaN in token 3";
       }
+    }
+  }
+}
+
+// Tokens whose squares overflow fp32 (values ~2^70) or underflow (~2^-70) take the double sum of
+// squares (ss_of); their outputs still match the oracle, and every SIMD level gives the same bits.
+TEST(CpuFastOps, HugeAndTinyTokensTakeTheDoubleSumOfSquares) {
+  const Mode m{"post_pre_normal_norm", OpKind::kPostPre, PreSource::kComputed, HeadKind::kLearned, true};
+  for (int64_t T : {int64_t{9}, int64_t{40}}) {  // the decode and the tiled paths
+    Case c = make_case(m, T, 512, 21);
+    Tensor& res = c["residual"];
+    for (int64_t t : {int64_t{2}, int64_t{5}}) {
+      for (int64_t i = 0; i < 4 * 512; ++i) {
+        uint16_t& b = res.h16[static_cast<size_t>(t * res.stride() + i)];
+        if ((b & 0x7fffu) == 0) continue;
+        const int e = (b >> 7) & 0xff;
+        const int shifted = t == 2 ? std::min(e + 70, 254) : std::max(e - 70, 1);
+        b = static_cast<uint16_t>((b & 0x807fu) | (shifted << 7));
+      }
+    }
+    c["layer_output"].h16.assign(c["layer_output"].h16.size(), 0);  // post keeps the streams' scale
+    call(c, "post_pre.cpu_ref");
+    Outputs want = outputs(c);
+    c.poison();
+    call(c, "post_pre.cpu_fast");
+    Outputs got = outputs(c);
+    compare(m, want, got, "T=" + std::to_string(T) + " huge/tiny", false);
+    using mhc::detail::cpu::Isa;
+    for (Isa level : {Isa::kAvx2, Isa::kScalar}) {
+      if (level >= mhc::detail::cpu::best_isa()) continue;
+      mhc::detail::cpu::force_isa(level);
+      c.poison();
+      call(c, "post_pre.cpu_fast");
+      mhc::detail::cpu::force_isa(Isa::kAvx512);
+      Outputs other = outputs(c);
+      compare(m, got, other, "T=" + std::to_string(T) + " huge/tiny " + mhc::detail::cpu::isa_name(level), true);
     }
   }
 }

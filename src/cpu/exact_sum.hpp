@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include <immintrin.h>
+#include "src/cpu/simd.hpp"
 
 #include "src/core/bf16.hpp"
 #include "src/core/problem.hpp"
@@ -43,13 +43,26 @@ inline float sum_error_scale(const float* w) {
   return m * (static_cast<float>(2 * N + 3) * 0x1p-24f);
 }
 
+/// double_to_bf16 (round to nearest even) by integer arithmetic where v is in bf16's normal range
+/// (2^-126 <= |v| < 2^128, the rounding carry included: a result of 2^128 is inf, as there); the
+/// other cases (zero, subnormal, inf, NaN, beyond the range) by double_to_bf16 itself.
+inline bf16_t round_double_bf16(double v) {
+  uint64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  const uint64_t e = (b >> 52) & 0x7ffu;
+  if (e < 1023 - 126 || e >= 1023 + 128) return double_to_bf16(v);
+  const uint64_t r = (b + ((uint64_t{1} << 44) - 1u) + ((b >> 45) & 1u)) >> 45;  // sign | exp11 | 7 bits
+  const uint64_t sign = r >> 18, exp = ((r >> 7) & 0x7ffu) - (1023 - 127), mant = r & 0x7fu;
+  return static_cast<bf16_t>((sign << 15) | (exp << 7) | mant);
+}
+
 /// The oracle's float64 sum in its order, rounded once (out of line: the rare path).
 template <int N, bool kFromZero>
 __attribute__((noinline)) bf16_t oracle_sum(const float* w, const float* v) {
   double acc = kFromZero ? 0.0 + static_cast<double>(w[0]) * static_cast<double>(v[0])
                          : static_cast<double>(w[0]) * static_cast<double>(v[0]);
   for (int j = 1; j < N; ++j) acc += static_cast<double>(w[j]) * static_cast<double>(v[j]);
-  return double_to_bf16(acc);
+  return round_double_bf16(acc);
 }
 
 /// Widens columns [h0, h0 + len) (len <= kLane) of N bf16 rows into v[j][i], with abs_sum[i] =
@@ -70,9 +83,27 @@ __attribute__((target("avx2,fma"))) inline void load_lane_avx2(const bf16_t* con
   }
 }
 
+#define MHC_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma")))
+
+template <int N>
+MHC_AVX512_BF16 inline void load_lane_avx512(const bf16_t* const* rows, int64_t h0, float (&v)[N][kLane],
+                                             float (&abs_sum)[kLane]) {
+  for (int64_t i = 0; i < kLane; i += 16) {
+    __m512 a = _mm512_setzero_ps();
+    for (int j = 0; j < N; ++j) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[j] + h0 + i));
+      const __m512 x = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+      _mm512_storeu_ps(v[j] + i, x);
+      a = j == 0 ? _mm512_abs_ps(x) : _mm512_add_ps(a, _mm512_abs_ps(x));
+    }
+    _mm512_storeu_ps(abs_sum + i, a);
+  }
+}
+
 template <int N>
 inline void load_lane(const bf16_t* const* rows, int64_t h0, int64_t len, float (&v)[N][kLane],
                       float (&abs_sum)[kLane]) {
+  if (len == kLane && use_avx512()) return load_lane_avx512<N>(rows, h0, v, abs_sum);
   if (len == kLane && use_avx2()) return load_lane_avx2<N>(rows, h0, v, abs_sum);
   for (int64_t i = 0; i < len; ++i) {
     v[0][i] = bf16_to_float(rows[0][h0 + i]);
@@ -113,12 +144,105 @@ __attribute__((target("avx2,fma"))) inline uint64_t exact_sum_lane_avx2(const fl
   return redo;
 }
 
+/// The AVX-512 form for len = kLane, 16 columns at a time: s by an FMA chain (the bound covers
+/// it), s -/+ e rounded by the BF16 instruction (round to nearest even; it flushes subnormal inputs
+/// to zero, which only ever makes the two ends differ: |s| > e >= 2^-126 when both have one sign).
+/// The certified bf16 is the same as the other levels'. Returns a bit per column to redo.
+template <int N, bool kFromZero>
+MHC_AVX512_BF16 inline uint64_t exact_sum_lane_avx512(const float* w, float scale, const float (&v)[N][kLane],
+                                                      const float (&abs_sum)[kLane], bf16_t* dst) {
+  uint64_t redo = 0;
+  const __m512 vscale = _mm512_set1_ps(scale), tiny = _mm512_set1_ps(0x1p-126f), fmax = _mm512_set1_ps(FLT_MAX);
+  __m512 wv[N];
+  for (int j = 0; j < N; ++j) wv[j] = _mm512_set1_ps(w[j]);
+  for (int64_t i = 0; i < kLane; i += 16) {
+    __m512 sum = _mm512_mul_ps(wv[0], _mm512_loadu_ps(v[0] + i));
+    for (int j = 1; j < N; ++j) sum = _mm512_fmadd_ps(wv[j], _mm512_loadu_ps(v[j] + i), sum);
+    if (kFromZero) sum = _mm512_add_ps(sum, _mm512_setzero_ps());
+    const __m512 e = _mm512_fmadd_ps(vscale, _mm512_loadu_ps(abs_sum + i), tiny);
+    const __m256i lo = (__m256i)(_mm512_cvtneps_pbh(_mm512_sub_ps(sum, e)));
+    const __m256i hi = (__m256i)(_mm512_cvtneps_pbh(_mm512_add_ps(sum, e)));
+    const __mmask16 fin = _mm512_cmp_ps_mask(_mm512_add_ps(_mm512_abs_ps(sum), e), fmax, _CMP_LE_OQ);
+    const __mmask16 ok = _mm256_mask_cmpeq_epi16_mask(fin, lo, hi);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), lo);
+    redo |= static_cast<uint64_t>(static_cast<uint16_t>(~ok)) << i;
+  }
+  return redo;
+}
+
+/// KO exact sums over N bf16 rows for the columns [h_begin, h_end) ((h_end - h_begin) % 32 == 0),
+/// all in registers (AVX-512): dst[k][h] = bf16(sum_j w[k][j] * rows[j][h]), scale[k] =
+/// sum_error_scale<N>(w[k]). 32 columns at a time: the N rows widened once for the KO sums; each
+/// sum an FMA chain (the bound covers it); both ends s -/+ e of 32 columns rounded by one BF16
+/// instruction each (round to nearest even; subnormal inputs flushed to zero, which only ever
+/// makes the two ends differ, since |s| > e >= 2^-126 when both have one sign). Certified where
+/// the ends agree and are finite (an inf or NaN end has exponent 0xff); the rest by oracle_sum.
+/// The certified bf16 is the exact sum's rounding, as at every level.
+/// stream: the outputs go out by non-temporal stores (every dst[k] + h_begin 64-byte aligned; the
+/// caller fences with _mm_sfence before anything reads them).
+template <int N, int KO, bool kFromZero>
+MHC_AVX512_BF16 void exact_sums_avx512(const bf16_t* const* rows, const float (*w)[N], const float* scale,
+                                       bf16_t* const* dst, int64_t h_begin, int64_t h_end, bool stream = false) {
+  const __m512 tiny = _mm512_set1_ps(0x1p-126f);
+  const __m512i expmask = _mm512_set1_epi16(0x7f80);
+  for (int64_t h = h_begin; h < h_end; h += 32) {
+    __m512 v[N][2];
+    __m512 a[2];
+    for (int g = 0; g < 2; ++g) {
+      for (int j = 0; j < N; ++j) {
+        const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[j] + h + 16 * g));
+        v[j][g] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
+        a[g] = j == 0 ? _mm512_abs_ps(v[j][g]) : _mm512_add_ps(a[g], _mm512_abs_ps(v[j][g]));
+      }
+    }
+    for (int k = 0; k < KO; ++k) {
+      __m512 lo_end[2], hi_end[2];
+      for (int g = 0; g < 2; ++g) {
+        __m512 sum = _mm512_mul_ps(_mm512_set1_ps(w[k][0]), v[0][g]);
+        for (int j = 1; j < N; ++j) sum = _mm512_fmadd_ps(_mm512_set1_ps(w[k][j]), v[j][g], sum);
+        if (kFromZero) sum = _mm512_add_ps(sum, _mm512_setzero_ps());
+        const __m512 e = _mm512_fmadd_ps(_mm512_set1_ps(scale[k]), a[g], tiny);
+        lo_end[g] = _mm512_sub_ps(sum, e);
+        hi_end[g] = _mm512_add_ps(sum, e);
+      }
+      const __m512i lo = (__m512i)(_mm512_cvtne2ps_pbh(lo_end[1], lo_end[0]));  // columns 0..15, then 16..31
+      const __m512i hi = (__m512i)(_mm512_cvtne2ps_pbh(hi_end[1], hi_end[0]));
+      const __mmask32 ok = _mm512_mask_cmpneq_epi16_mask(_mm512_cmpeq_epi16_mask(lo, hi),
+                                                          _mm512_and_si512(lo, expmask), expmask);
+      uint32_t bad = ~static_cast<uint32_t>(ok);
+      if (bad == 0) {
+        if (stream) {
+          _mm512_stream_si512(reinterpret_cast<__m512i*>(dst[k] + h), lo);
+        } else {
+          _mm512_storeu_si512(dst[k] + h, lo);
+        }
+        continue;
+      }
+      alignas(64) bf16_t out[32];
+      _mm512_store_si512(out, lo);
+      while (bad != 0) {
+        const int i = __builtin_ctz(bad);
+        bad &= bad - 1;
+        float terms[N];
+        for (int j = 0; j < N; ++j) terms[j] = bf16_to_float(rows[j][h + i]);
+        out[i] = oracle_sum<N, kFromZero>(w[k], terms);
+      }
+      if (stream) {
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(dst[k] + h), _mm512_load_si512(out));
+      } else {
+        std::memcpy(dst[k] + h, out, sizeof out);
+      }
+    }
+  }
+}
+
 /// dst[i] = bf16(sum_j w[j] * v[j][i]) exactly, i < len; scale = sum_error_scale<N>(w).
 template <int N, bool kFromZero>
 inline void exact_sum_lane(const float* w, float scale, const float (&v)[N][kLane], const float (&abs_sum)[kLane],
                            int64_t len, bf16_t* dst) {
   if (len == kLane && use_avx2()) {
-    uint64_t bits = exact_sum_lane_avx2<N, kFromZero>(w, scale, v, abs_sum, dst);
+    uint64_t bits = use_avx512() ? exact_sum_lane_avx512<N, kFromZero>(w, scale, v, abs_sum, dst)
+                                 : exact_sum_lane_avx2<N, kFromZero>(w, scale, v, abs_sum, dst);
     while (bits != 0) {
       const int i = __builtin_ctzll(bits);
       bits &= bits - 1;
@@ -150,5 +274,7 @@ inline void exact_sum_lane(const float* w, float scale, const float (&v)[N][kLan
     dst[i] = oracle_sum<N, kFromZero>(w, terms);
   }
 }
+
+#undef MHC_AVX512_BF16
 
 }  // namespace mhc::detail::cpu

@@ -25,22 +25,36 @@ void fast_ops_run(const Problem& p);
 
 namespace cpu {
 
-/// Which SIMD code the fast path runs: AVX2 + FMA where the CPU has them (checked at run time),
-/// else portable scalar code. Both give the same bits. force_scalar (tests and benchmarks only)
-/// makes every later call take the scalar code; not for concurrent use with running calls.
-bool use_avx2();
-void force_scalar(bool on);
+/// Which SIMD code the fast path runs, chosen at run time from what the CPU has: AVX-512 (F, BW,
+/// VL, DQ and BF16, 16 fp32 lanes), else AVX2 + FMA, else portable scalar code. Every level gives
+/// the same bits. force_isa (tests and benchmarks only) caps every later call at a level; not for
+/// concurrent use with running calls.
+enum class Isa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+Isa isa();         // the level calls run now: min(best_isa(), the cap)
+Isa best_isa();    // the best level this CPU has
+void force_isa(Isa cap);
+const char* isa_name(Isa level);
+inline bool use_avx2() { return isa() >= Isa::kAvx2; }
+inline bool use_avx512() { return isa() == Isa::kAvx512; }
 
-constexpr int kTile = 4;         // tokens per tile of the mixes dot products
+constexpr int kTile = 8;         // tokens per tile of the mixes dot products (at most)
+constexpr int kMaxDotRows = 24;  // weight rows per cpu::dots call (at most): M for n = 4
 constexpr int64_t kChunk = 256;  // K elements per fp32 chunk of a dot product (32 per lane)
 
 /// The canonical dot products of the fast mixes (fast_mixes.cpp): for tokens i < tb (x[i]: K bf16
 /// values) and weight rows r in [r0, r1) (fn: [rows, K] fp32), dot[i * ld + r] =
 /// sum over the chunks c of P(c) in c order (double, from +0), where P(c) is the fixed tree sum
 /// of the 8 fp32 lanes of chunk c (lane l: fma chain over the chunk's k = l mod 8, from +0).
-/// The same bits for any tb, r0, r1 and either SIMD path.
-void dots(const bf16_t* const* x, int tb, const float* fn, int64_t K, int r0, int r1, double* dot, int ld);
-/// sum(x^2) of K bf16 values in double: 8 lanes (k mod 8) in k order, then a fixed tree.
+/// The same bits for any tb <= kTile, r0, r1 (r1 - r0 <= kMaxDotRows) and every SIMD level.
+/// ss (optional, may be null): ss[i] = selfdot(x[i], K) as well, from the same pass over x.
+void dots(const bf16_t* const* x, int tb, const float* fn, int64_t K, int r0, int r1, double* dot, int ld,
+          double* ss = nullptr);
+/// The canonical dot of x with itself (K bf16 values), in the order of dots: the sum of squares
+/// the mixes' r is formed from (fast_ops.cpp: ss_of). Each square of a bf16 value is exact in fp32
+/// unless it overflows or underflows, which ss_of catches.
+double selfdot(const bf16_t* x, int64_t K);
+/// sum(x^2) of K bf16 values in double: 32 lanes (lane l: k = l mod 32, in k order, from +0), then
+/// the fixed tree s[i] = (a[i] + a[i+8]) + (a[i+16] + a[i+24]), ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)).
 double sumsq(const bf16_t* x, int64_t K);
 
 }  // namespace cpu

@@ -1,12 +1,19 @@
 // src/cpu/fast_mixes.cpp - the dot products and the sum of squares of the fast CPU mixes
-// (m = (x @ fn^T) * r, spec section 3), AVX2 + FMA or portable scalar code, chosen at run time.
+// (m = (x @ fn^T) * r, spec section 3): AVX-512, AVX2 + FMA or portable scalar code, chosen at
+// run time (fast.hpp: cpu::isa), every level with the same bits.
 //
 // Canonical order (the same bits for either SIMD path, any token tile, any row split and so any
 // thread count or T; cpu::dots in fast.hpp): K is cut into chunks of kChunk = 256; within a chunk
 // 8 fp32 lanes (lane l takes k = l mod 8, in k order) run an FMA chain from +0, the 8 lanes are
 // widened to double and summed in the fixed tree ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) = P(c), and
 // the dot is 0.0 + P(0) + P(1) + ... in double. sum(x^2) is formed in double (exact products,
-// 8 lanes in k order, the same tree).
+// 32 lanes in k order, a fixed tree: fast.hpp).
+//
+// The AVX-512 code holds two tokens in one 16-lane register (lanes 0..7: token 2p's 8 lanes,
+// 8..15: token 2p + 1's), so each lane still runs the canonical chain; one broadcast weight load
+// feeds both tokens. After a chunk the 8-lane trees of 8 (row, token) pairs are summed together by
+// a butterfly of double registers whose adds are the tree's adds: level 1 adds lanes (0,1), (2,3),
+// ...; level 2 the pairs; level 3 the halves.
 //
 // Accuracy (spec section 6: the mixes within 1e-5 relative of float64). Each product of a bf16 x
 // and an fp32 weight is rounded once by the FMA; a lane's chain has at most 32 terms, so a
@@ -19,8 +26,9 @@
 // oracle suite (tests/test_cpu_fast.cpp) measures the worst error over the shared grid.
 // The one case this does not bound is a dot that cancels to far below its terms (m ~ 0 where
 // its terms are large), as on the GPU; there the absolute error stays ~1e-7 of the row's scale.
-#include <immintrin.h>
+#include "src/cpu/simd.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -32,11 +40,17 @@ namespace mhc::detail::cpu {
 
 namespace {
 
-std::atomic<bool> g_force_scalar{false};
+std::atomic<int> g_isa_cap{static_cast<int>(Isa::kAvx512)};
 
-bool cpu_has_avx2_fma() {
+Isa detect_isa() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx2") &&
+      __builtin_cpu_supports("fma")) {
+    return Isa::kAvx512;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
+  return Isa::kScalar;
 }
 
 inline double lane_tree(const float* a) {
@@ -74,13 +88,33 @@ void dots_scalar(const bf16_t* const* x, int tb, const float* fn, int64_t K, int
   }
 }
 
+double selfdot_scalar(const bf16_t* x, int64_t K) {
+  double dot = 0.0;
+  for (int64_t c0 = 0; c0 < K; c0 += kChunk) {
+    const int64_t len = K - c0 < kChunk ? K - c0 : kChunk;
+    float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t k = 0; k < len; ++k) {
+      const float v = bf16_to_float(x[c0 + k]);
+      a[k & 7] = std::fma(v, v, a[k & 7]);
+    }
+    dot += lane_tree(a);
+  }
+  return dot;
+}
+
+inline double sumsq_tree(const double* a) {
+  double s[8];
+  for (int i = 0; i < 8; ++i) s[i] = (a[i] + a[i + 8]) + (a[i + 16] + a[i + 24]);
+  return lane_tree_d(s);
+}
+
 double sumsq_scalar(const bf16_t* x, int64_t K) {
-  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  double a[32] = {};
   for (int64_t k = 0; k < K; ++k) {
     const double v = bf16_to_float(x[k]);
-    a[k & 7] += v * v;
+    a[k & 31] += v * v;
   }
-  return lane_tree_d(a);
+  return sumsq_tree(a);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -162,47 +196,308 @@ MHC_AVX2 void dots_avx2_tb(const bf16_t* const* x, const float* fn, int64_t K, i
   }
 }
 
+MHC_AVX2 double selfdot_avx2(const bf16_t* x, int64_t K) {
+  double dot = 0.0;
+  for (int64_t c0 = 0; c0 < K; c0 += kChunk) {
+    const int64_t len = K - c0 < kChunk ? K - c0 : kChunk;
+    const int64_t len8 = len & ~int64_t{7};
+    __m256 a = _mm256_setzero_ps();
+    for (int64_t k = 0; k < len8; k += 8) {
+      const __m256 v = widen8(x + c0 + k);
+      a = _mm256_fmadd_ps(v, v, a);
+    }
+    if (len8 < len) {
+      alignas(32) float t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (int64_t k = len8; k < len; ++k) t[k - len8] = bf16_to_float(x[c0 + k]);
+      const __m256 v = _mm256_load_ps(t);
+      a = _mm256_fmadd_ps(v, v, a);
+    }
+    dot += tree8(a);
+  }
+  return dot;
+}
+
 MHC_AVX2 double sumsq_avx2(const bf16_t* x, int64_t K) {
-  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
-  const int64_t K8 = K & ~int64_t{7};
-  for (int64_t k = 0; k < K8; k += 8) {
-    const __m256 v = widen8(x + k);
-    const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
-    const __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-    a0 = _mm256_fmadd_pd(lo, lo, a0);  // x^2 is exact in double: fma == add of the product
-    a1 = _mm256_fmadd_pd(hi, hi, a1);
+  __m256d a[8];
+  for (__m256d& v : a) v = _mm256_setzero_pd();
+  const int64_t K32 = K & ~int64_t{31};
+  for (int64_t k = 0; k < K32; k += 32) {
+    for (int q = 0; q < 4; ++q) {
+      const __m256 v = widen8(x + k + 8 * q);
+      const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+      const __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+      a[2 * q] = _mm256_fmadd_pd(lo, lo, a[2 * q]);  // x^2 is exact in double: fma == add of the product
+      a[2 * q + 1] = _mm256_fmadd_pd(hi, hi, a[2 * q + 1]);
+    }
   }
-  alignas(32) double a[8];
-  _mm256_store_pd(a, a0);
-  _mm256_store_pd(a + 4, a1);
-  for (int64_t k = K8; k < K; ++k) {
+  alignas(32) double s[32];
+  for (int i = 0; i < 8; ++i) _mm256_store_pd(s + 4 * i, a[i]);
+  for (int64_t k = K32; k < K; ++k) {
     const double v = bf16_to_float(x[k]);
-    a[k & 7] += v * v;
+    s[k & 31] += v * v;
   }
-  return lane_tree_d(a);
+  return sumsq_tree(s);
 }
 
 #undef MHC_AVX2
 
-}  // namespace
+// ---------------------------------------------------------------------------------------------
+// AVX-512: two tokens per register (see the top of this file).
 
-bool use_avx2() {
-  static const bool has = cpu_has_avx2_fma();
-  return has && !g_force_scalar.load(std::memory_order_relaxed);
+#define MHC_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
+
+static_assert(kTile <= 8, "dots() instantiates dots_avx512_p for 1 to 4 token pairs");
+constexpr int kSteps = static_cast<int>(kChunk / 8);
+
+MHC_AVX512 inline __m512 widen16(const bf16_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-void force_scalar(bool on) { g_force_scalar.store(on, std::memory_order_relaxed); }
+// Level 1 of the butterfly: [a0+a1, b0+b1, a2+a3, b2+b3, a4+a5, b4+b5, a6+a7, b6+b7].
+MHC_AVX512 inline __m512d bfly1(__m512d a, __m512d b) {
+  return _mm512_add_pd(_mm512_unpacklo_pd(a, b), _mm512_unpackhi_pd(a, b));
+}
+// Levels 2 and 3: the even 128-bit blocks of u then v, plus the odd ones.
+MHC_AVX512 inline __m512d bfly2(__m512d u, __m512d v) {
+  return _mm512_add_pd(_mm512_shuffle_f64x2(u, v, 0x88), _mm512_shuffle_f64x2(u, v, 0xdd));
+}
 
-void dots(const bf16_t* const* x, int tb, const float* fn, int64_t K, int r0, int r1, double* dot, int ld) {
-  if (!use_avx2()) return dots_scalar(x, tb, fn, K, r0, r1, dot, ld);
-  switch (tb) {
-    case 1: return dots_avx2_tb<1>(x, fn, K, r0, r1, dot, ld);
-    case 2: return dots_avx2_tb<2>(x, fn, K, r0, r1, dot, ld);
-    case 3: return dots_avx2_tb<3>(x, fn, K, r0, r1, dot, ld);
-    default: return dots_avx2_tb<4>(x, fn, K, r0, r1, dot, ld);
+// Chunk partials of rows r0 .. r0 + R - 1 (R <= 4) for P token pairs; xp: [kSteps][P][16] fp32 of
+// this chunk (zero past len), f: the rows' weights at the chunk start, steps8 whole 8-steps and a
+// tail of rem weights. sum[p] (8 doubles: row 0 token 2p, row 0 token 2p + 1, row 1 token 2p, ...)
+// += the 8 tree sums.
+template <int P, int R>
+MHC_AVX512 void chunk_rows(const float* xp, const float* const* f, const float* const* next, int steps8, int rem,
+                           __m512d* sum) {
+  __m512 acc[R][P];
+  for (int r = 0; r < R; ++r) {
+    for (int q = 0; q < P; ++q) acc[r][q] = _mm512_setzero_ps();
+  }
+  for (int st = 0; st < steps8; ++st) {
+    __m512 w[R];
+    for (int r = 0; r < R; ++r) w[r] = _mm512_broadcast_f32x8(_mm256_loadu_ps(f[r] + 8 * st));
+    // The next 4 rows' chunk (16 lines each) into L1 meanwhile: lines 2 st and 2 st + 1.
+    _mm_prefetch(reinterpret_cast<const char*>(next[st >> 3] + 32 * (st & 7)), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(next[st >> 3] + 32 * (st & 7) + 16), _MM_HINT_T0);
+    for (int q = 0; q < P; ++q) {
+      const __m512 xv = _mm512_load_ps(xp + (st * P + q) * 16);
+      for (int r = 0; r < R; ++r) acc[r][q] = _mm512_fmadd_ps(xv, w[r], acc[r][q]);
+    }
+  }
+  if (rem > 0) {
+    const __mmask8 m = static_cast<__mmask8>((1u << rem) - 1u);
+    __m512 w[R];
+    for (int r = 0; r < R; ++r) w[r] = _mm512_broadcast_f32x8(_mm256_maskz_loadu_ps(m, f[r] + 8 * steps8));
+    for (int q = 0; q < P; ++q) {
+      const __m512 xv = _mm512_load_ps(xp + (steps8 * P + q) * 16);
+      for (int r = 0; r < R; ++r) acc[r][q] = _mm512_fmadd_ps(xv, w[r], acc[r][q]);
+    }
+  }
+  for (int q = 0; q < P; ++q) {
+    __m512d d[8];
+    for (int r = 0; r < 4; ++r) {
+      if (r < R) {
+        d[2 * r] = _mm512_cvtps_pd(_mm512_castps512_ps256(acc[r][q]));
+        d[2 * r + 1] = _mm512_cvtps_pd(_mm512_extractf32x8_ps(acc[r][q], 1));
+      } else {
+        d[2 * r] = d[2 * r + 1] = _mm512_setzero_pd();
+      }
+    }
+    const __m512d l2a = bfly2(bfly1(d[0], d[1]), bfly1(d[2], d[3]));
+    const __m512d l2b = bfly2(bfly1(d[4], d[5]), bfly1(d[6], d[7]));
+    sum[q] = _mm512_add_pd(sum[q], bfly2(l2a, l2b));
   }
 }
 
-double sumsq(const bf16_t* x, int64_t K) { return use_avx2() ? sumsq_avx2(x, K) : sumsq_scalar(x, K); }
+// The chunk partials of x with itself for P token pairs: ss (8 doubles: tokens 0..7) += the trees.
+template <int P>
+MHC_AVX512 void chunk_self(const float* xp, int steps, __m512d& ss) {
+  __m512 acc[P];
+  for (int q = 0; q < P; ++q) acc[q] = _mm512_setzero_ps();
+  for (int st = 0; st < steps; ++st) {
+    for (int q = 0; q < P; ++q) {
+      const __m512 xv = _mm512_load_ps(xp + (st * P + q) * 16);
+      acc[q] = _mm512_fmadd_ps(xv, xv, acc[q]);
+    }
+  }
+  __m512d d[8];
+  for (int q = 0; q < 4; ++q) {
+    if (q < P) {
+      d[2 * q] = _mm512_cvtps_pd(_mm512_castps512_ps256(acc[q]));
+      d[2 * q + 1] = _mm512_cvtps_pd(_mm512_extractf32x8_ps(acc[q], 1));
+    } else {
+      d[2 * q] = d[2 * q + 1] = _mm512_setzero_pd();
+    }
+  }
+  const __m512d l2a = bfly2(bfly1(d[0], d[1]), bfly1(d[2], d[3]));
+  const __m512d l2b = bfly2(bfly1(d[4], d[5]), bfly1(d[6], d[7]));
+  ss = _mm512_add_pd(ss, bfly2(l2a, l2b));
+}
+
+template <int P>
+MHC_AVX512 void dots_avx512_p(const bf16_t* const* x, int tb, const float* fn, int64_t K, int r0, int r1, double* dot,
+                              int ld, double* ss) {
+  __m512d ss_sum = _mm512_setzero_pd();
+  alignas(64) float xp[kSteps * P * 16];
+  constexpr int kGroups = (kMaxDotRows + 3) / 4;
+  __m512d sum[kGroups][P];
+  const int groups = (r1 - r0 + 3) / 4;
+  for (int g = 0; g < groups; ++g) {
+    for (int q = 0; q < P; ++q) sum[g][q] = _mm512_setzero_pd();
+  }
+  for (int64_t c0 = 0; c0 < K; c0 += kChunk) {
+    const int len = static_cast<int>(K - c0 < kChunk ? K - c0 : kChunk);
+    const int len8 = len & ~7;
+    const int rem = len - len8;
+    const int steps = (len + 7) / 8;
+    for (int i = 0; i < 2 * P; ++i) {
+      float* dst = xp + (i / 2) * 16 + (i % 2) * 8;
+      if (i >= tb) {
+        for (int st = 0; st < steps; ++st) _mm256_store_ps(dst + st * P * 16, _mm256_setzero_ps());
+        continue;
+      }
+      const bf16_t* src = x[i] + c0;
+      int k = 0;
+      for (; k + 16 <= len8; k += 16) {
+        const __m512 v = widen16(src + k);
+        _mm256_store_ps(dst + (k / 8) * P * 16, _mm512_castps512_ps256(v));
+        _mm256_store_ps(dst + (k / 8 + 1) * P * 16, _mm512_extractf32x8_ps(v, 1));
+      }
+      for (; k < len8; k += 8) {
+        const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k)));
+        _mm256_store_ps(dst + (k / 8) * P * 16, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+      }
+      if (rem > 0) {
+        float* t = dst + (len8 / 8) * P * 16;
+        for (int j = 0; j < 8; ++j) t[j] = j < rem ? bf16_to_float(src[len8 + j]) : 0.0f;
+      }
+    }
+    for (int g = 0; g < groups; ++g) {
+      const int ra = r0 + 4 * g;
+      const int R = r1 - ra < 4 ? r1 - ra : 4;
+      const float* f[4];
+      for (int r = 0; r < R; ++r) f[r] = fn + static_cast<int64_t>(ra + r) * K + c0;
+      // The rows after these (a prefetch hint only: the same chunk's next group, else the next
+      // chunk's first group; clamped to this row range and to K).
+      const bool last = g + 1 == groups;
+      const int rn = last ? r0 : ra + 4;
+      const int64_t cn = last && c0 + kChunk < K ? c0 + kChunk : c0;
+      const float* next[4];
+      for (int r = 0; r < 4; ++r) next[r] = fn + static_cast<int64_t>(std::min(rn + r, r1 - 1)) * K + cn;
+      switch (R) {
+        case 1: chunk_rows<P, 1>(xp, f, next, len8 / 8, rem, sum[g]); break;
+        case 2: chunk_rows<P, 2>(xp, f, next, len8 / 8, rem, sum[g]); break;
+        case 3: chunk_rows<P, 3>(xp, f, next, len8 / 8, rem, sum[g]); break;
+        default: chunk_rows<P, 4>(xp, f, next, len8 / 8, rem, sum[g]); break;
+      }
+    }
+    if (ss != nullptr) chunk_self<P>(xp, steps, ss_sum);  // the zero padding adds +0 (x * x = +0)
+  }
+  if (ss != nullptr) {
+    alignas(64) double v[8];
+    _mm512_store_pd(v, ss_sum);
+    for (int i = 0; i < tb; ++i) ss[i] = v[i];
+  }
+  for (int g = 0; g < groups; ++g) {
+    for (int q = 0; q < P; ++q) {
+      alignas(64) double v[8];
+      _mm512_store_pd(v, sum[g][q]);
+      for (int r = 0; r < 4 && r0 + 4 * g + r < r1; ++r) {
+        for (int h = 0; h < 2; ++h) {
+          if (2 * q + h < tb) dot[(2 * q + h) * ld + r0 + 4 * g + r] = v[2 * r + h];
+        }
+      }
+    }
+  }
+}
+
+MHC_AVX512 double sumsq_avx512(const bf16_t* x, int64_t K) {
+  __m512d a[4];
+  for (__m512d& v : a) v = _mm512_setzero_pd();
+  const int64_t K32 = K & ~int64_t{31};
+  for (int64_t k = 0; k < K32; k += 32) {
+    const __m512 v0 = widen16(x + k), v1 = widen16(x + k + 16);
+    const __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v0));
+    const __m512d d1 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v0, 1));
+    const __m512d d2 = _mm512_cvtps_pd(_mm512_castps512_ps256(v1));
+    const __m512d d3 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v1, 1));
+    a[0] = _mm512_fmadd_pd(d0, d0, a[0]);  // x^2 is exact in double: fma == add of the product
+    a[1] = _mm512_fmadd_pd(d1, d1, a[1]);
+    a[2] = _mm512_fmadd_pd(d2, d2, a[2]);
+    a[3] = _mm512_fmadd_pd(d3, d3, a[3]);
+  }
+  alignas(64) double s[32];
+  for (int i = 0; i < 4; ++i) _mm512_store_pd(s + 8 * i, a[i]);
+  for (int64_t k = K32; k < K; ++k) {
+    const double v = bf16_to_float(x[k]);
+    s[k & 31] += v * v;
+  }
+  return sumsq_tree(s);
+}
+
+#undef MHC_AVX512
+
+}  // namespace
+
+Isa best_isa() {
+  static const Isa best = detect_isa();
+  return best;
+}
+
+Isa isa() {
+  const int cap = g_isa_cap.load(std::memory_order_relaxed);
+  const Isa best = best_isa();
+  return static_cast<int>(best) < cap ? best : static_cast<Isa>(cap);
+}
+
+void force_isa(Isa cap) { g_isa_cap.store(static_cast<int>(cap), std::memory_order_relaxed); }
+
+const char* isa_name(Isa level) {
+  switch (level) {
+    case Isa::kAvx512: return "avx512";
+    case Isa::kAvx2: return "avx2";
+    default: return "scalar";
+  }
+}
+
+double selfdot(const bf16_t* x, int64_t K) { return use_avx2() ? selfdot_avx2(x, K) : selfdot_scalar(x, K); }
+
+void dots(const bf16_t* const* x, int tb, const float* fn, int64_t K, int r0, int r1, double* dot, int ld,
+          double* ss) {
+  if (tb <= 0) return;
+  const Isa level = isa();
+  if (level == Isa::kAvx512) {
+    switch ((tb + 1) / 2) {
+      case 1: return dots_avx512_p<1>(x, tb, fn, K, r0, r1, dot, ld, ss);
+      case 2: return dots_avx512_p<2>(x, tb, fn, K, r0, r1, dot, ld, ss);
+      case 3: return dots_avx512_p<3>(x, tb, fn, K, r0, r1, dot, ld, ss);
+      default: return dots_avx512_p<4>(x, tb, fn, K, r0, r1, dot, ld, ss);
+    }
+  }
+  if (ss != nullptr) {
+    for (int i = 0; i < tb; ++i) ss[i] = selfdot(x[i], K);
+  }
+  if (r1 <= r0) return;
+  if (level == Isa::kScalar) return dots_scalar(x, tb, fn, K, r0, r1, dot, ld);
+  for (int i0 = 0; i0 < tb; i0 += 4) {  // AVX2: token tiles of up to 4
+    const int n = tb - i0 < 4 ? tb - i0 : 4;
+    double* d = dot + i0 * ld;
+    switch (n) {
+      case 1: dots_avx2_tb<1>(x + i0, fn, K, r0, r1, d, ld); break;
+      case 2: dots_avx2_tb<2>(x + i0, fn, K, r0, r1, d, ld); break;
+      case 3: dots_avx2_tb<3>(x + i0, fn, K, r0, r1, d, ld); break;
+      default: dots_avx2_tb<4>(x + i0, fn, K, r0, r1, d, ld); break;
+    }
+  }
+}
+
+double sumsq(const bf16_t* x, int64_t K) {
+  switch (isa()) {
+    case Isa::kAvx512: return sumsq_avx512(x, K);
+    case Isa::kAvx2: return sumsq_avx2(x, K);
+    default: return sumsq_scalar(x, K);
+  }
+}
 
 }  // namespace mhc::detail::cpu

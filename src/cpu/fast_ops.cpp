@@ -25,6 +25,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "src/cpu/simd.hpp"
+
 #include "src/core/bf16.hpp"
 #include "src/core/prepared.hpp"
 #include "src/cpu/exact_sum.hpp"
@@ -61,7 +63,7 @@ int max_threads() {
   return 1;
 #endif
 }
-static_assert(kTile == 4, "cpu::dots instantiates token tiles of 1..4");
+static_assert(kMaxRows <= cpu::kMaxDotRows, "cpu::dots takes every weight row in one call");
 
 bool fast_op(Op op) {
   return op == Op::kMixes || op == Op::kCollapse || op == Op::kPre || op == Op::kPreBroadcast ||
@@ -94,16 +96,59 @@ WeightRows weight_rows(const Problem& p) {
   return w;
 }
 
-// Epilogue of token t from its raw dots: r, m = dot * r, then the oracle's epilogue. Returns pre.
-void mixes_epilogue(const Problem& p, int64_t t, const double* dot, double (&pre)[kN]) {
+// sum(x^2) over the mixes' input of token t from its self-dot (cpu::selfdot: fp32 squares, the
+// dots' order): used where it lies in [2^-60, inf), where no square can have overflowed and the
+// underflowed ones (each off by < 2^-149) do not matter; otherwise the double sum (cpu::sumsq).
+// The broadcast input counts each of its H values n times.
+double ss_of(const Problem& p, int64_t t, double selfdot) {
+  const bool bcast = p.op == Op::kPreBroadcast;
+  double ss = selfdot;
+  if (!(ss >= 0x1p-60 && ss < static_cast<double>(FLT_MAX))) ss = cpu::sumsq(mixes_row(p, t), bcast ? p.H : p.K());
+  return bcast ? static_cast<double>(kN) * ss : ss;
+}
+
+// Epilogue of token t from its raw dots and sum of squares: r, m = dot * r, then the oracle's
+// epilogue. Returns pre.
+void mixes_epilogue(const Problem& p, int64_t t, const double* dot, double ss, double (&pre)[kN]) {
   const int rows = p.weights->rows;
   const double K = static_cast<double>(p.K());
-  const bf16_t* x = mixes_row(p, t);
-  const double ss = p.op == Op::kPreBroadcast ? static_cast<double>(kN) * cpu::sumsq(x, p.H) : cpu::sumsq(x, p.K());
   const double r = 1.0 / std::sqrt(ss / K + static_cast<double>(p.norm_eps));
   double m[kMaxRows];
   for (int i = 0; i < rows; ++i) m[i] = dot[i] * r;
   reference_mixes_epilogue(p, t, m, pre);
+}
+
+// The oracle's float64 form of the fold of one column, rounded once (the rare path).
+bf16_t fold_double(bf16_t u, bf16_t w, double inv) {
+  return cpu::round_double_bf16(static_cast<double>(bf16_to_float(u)) * inv * static_cast<double>(bf16_to_float(w)));
+}
+
+// The fold of columns [0, H16) (H16 % 16 == 0) with AVX-512: the same fp32 y = (u * inv) * w and
+// bound as fold_rmsnorm's scalar loop, s -/+ e rounded by the BF16 instruction (as in
+// exact_sum_lane_avx512), so the same certified bits; the rest in double.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"))) void fold_avx512(
+    bf16_t* dst, const bf16_t* w, int64_t H16, float inv_f, double inv) {
+  const __m512 vinv = _mm512_set1_ps(inv_f), ue = _mm512_set1_ps(5.0f * 0x1p-24f), tiny = _mm512_set1_ps(0x1p-126f);
+  const __m512 fmax = _mm512_set1_ps(FLT_MAX);
+  for (int64_t h = 0; h < H16; h += 16) {
+    const __m512 u = _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dst + h))), 16));
+    const __m512 wv = _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + h))), 16));
+    const __m512 y = _mm512_mul_ps(_mm512_mul_ps(u, vinv), wv);
+    const __m512 e = _mm512_add_ps(_mm512_mul_ps(_mm512_abs_ps(y), ue), tiny);
+    const __m256i lo = (__m256i)(_mm512_cvtneps_pbh(_mm512_sub_ps(y, e)));
+    const __m256i hi = (__m256i)(_mm512_cvtneps_pbh(_mm512_add_ps(y, e)));
+    const __mmask16 fin = _mm512_cmp_ps_mask(_mm512_add_ps(_mm512_abs_ps(y), e), fmax, _CMP_LE_OQ);
+    const __mmask16 ok = _mm256_mask_cmpeq_epi16_mask(fin, lo, hi);
+    uint32_t bad = static_cast<uint16_t>(~ok);
+    while (bad != 0) {  // before the store: the redo reads u from dst
+      const int i = __builtin_ctz(bad);
+      bad &= bad - 1;
+      dst[h + i] = fold_double(dst[h + i], w[h + i], inv);
+    }
+    _mm256_mask_storeu_epi16(dst + h, ok, lo);
+  }
 }
 
 // RMSNorm fold of one row in place: dst[h] = bf16(u[h] * inv * w[h]).
@@ -112,7 +157,12 @@ void fold_rmsnorm(const Problem& p, bf16_t* dst) {
   const double inv = 1.0 / std::sqrt(ss / static_cast<double>(p.H) + static_cast<double>(p.rmsnorm_eps));
   const float inv_f = static_cast<float>(inv);
   const bf16_t* w = p.rmsnorm_weight;
-  for (int64_t h0 = 0; h0 < p.H; h0 += kLane) {
+  int64_t h_begin = 0;
+  if (cpu::use_avx512()) {
+    h_begin = p.H & ~int64_t{15};
+    fold_avx512(dst, w, h_begin, inv_f, inv);
+  }
+  for (int64_t h0 = h_begin; h0 < p.H; h0 += kLane) {
     const int64_t len = std::min<int64_t>(kLane, p.H - h0);
     float y[kLane];
     uint8_t redo[kLane];
@@ -131,8 +181,7 @@ void fold_rmsnorm(const Problem& p, bf16_t* dst) {
     if (any_redo == 0) continue;
     for (int64_t i = 0; i < len; ++i) {
       if (redo[i] == 0) continue;
-      dst[h0 + i] = double_to_bf16(static_cast<double>(bf16_to_float(dst[h0 + i])) * inv *
-                                   static_cast<double>(bf16_to_float(w[h0 + i])));
+      dst[h0 + i] = fold_double(dst[h0 + i], w[h0 + i], inv);
     }
   }
 }
@@ -157,7 +206,14 @@ void collapse_token(const Problem& p, int64_t t, const double (&pre)[kN]) {
     const bf16_t* rows[kN];
     for (int j = 0; j < kN; ++j) rows[j] = bcast ? base : base + j * p.H;
     const float scale = cpu::sum_error_scale<kN>(w);
-    for (int64_t h0 = 0; h0 < p.H; h0 += kLane) {
+    int64_t h_begin = 0;
+    if (cpu::use_avx512()) {
+      h_begin = p.H & ~int64_t{31};
+      const float(*wk)[kN] = &w;
+      bf16_t* const dsts[1] = {dst};
+      cpu::exact_sums_avx512<kN, 1, true>(rows, wk, &scale, dsts, 0, h_begin);
+    }
+    for (int64_t h0 = h_begin; h0 < p.H; h0 += kLane) {
       const int64_t len = std::min<int64_t>(kLane, p.H - h0);
       float v[kN][kLane];
       float abs_sum[kLane];
@@ -176,10 +232,11 @@ void broadcast_copies(const Problem& p, int64_t t) {
   for (int j = 0; j < kN; ++j) std::memcpy(dst + j * p.H, src, static_cast<size_t>(p.H) * sizeof(bf16_t));
 }
 
-// After the dots: the epilogue (if any) and the collapse (if any) of token t.
-void finish_token(const Problem& p, int64_t t, const double* dot) {
+// After the dots: the epilogue (if any) and the collapse (if any) of token t; selfdot is
+// cpu::selfdot of its mixes' input.
+void finish_token(const Problem& p, int64_t t, const double* dot, double selfdot) {
   double pre[kN] = {0, 0, 0, 0};
-  if (p.has_mixes_stage()) mixes_epilogue(p, t, dot, pre);
+  if (p.has_mixes_stage()) mixes_epilogue(p, t, dot, ss_of(p, t, selfdot), pre);
   if (p.has_collapse_stage()) collapse_token(p, t, pre);
 }
 
@@ -190,12 +247,13 @@ void run_tile(const Problem& p, const WeightRows& wr, int64_t t0, int tb) {
     broadcast_copies(p, t0 + i);
   }
   double dot[kTile * kMaxRows];
+  double ss[kTile] = {};
   if (wr.rows > 0) {
     const bf16_t* x[kTile];
     for (int i = 0; i < tb; ++i) x[i] = mixes_row(p, t0 + i);
-    cpu::dots(x, tb, wr.fn, wr.len, 0, wr.rows, dot, kMaxRows);
+    cpu::dots(x, tb, wr.fn, wr.len, 0, wr.rows, dot, kMaxRows, ss);
   }
-  for (int i = 0; i < tb; ++i) finish_token(p, t0 + i, dot + i * kMaxRows);
+  for (int i = 0; i < tb; ++i) finish_token(p, t0 + i, dot + i * kMaxRows, ss[i]);
 }
 
 void run_phased(const Problem& p, const WeightRows& wr) {
@@ -225,7 +283,10 @@ void run_phased(const Problem& p, const WeightRows& wr) {
   }
   const bool par = T > 1;
   MHC_OMP_FOR_IF_PAR
-  for (int64_t t = 0; t < T; ++t) finish_token(p, t, dot + t * kMaxRows);
+  for (int64_t t = 0; t < T; ++t) {
+    const double selfdot = wr.rows > 0 ? cpu::selfdot(mixes_row(p, t), wr.len) : 0.0;
+    finish_token(p, t, dot + t * kMaxRows, selfdot);
+  }
 }
 
 }  // namespace

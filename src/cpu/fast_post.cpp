@@ -34,6 +34,7 @@ constexpr int kN = 4;              // streams
 constexpr int kTerms = kN + 1;     // the layer output, then the streams
 constexpr int64_t kBlock = 256;    // columns per work item
 constexpr int64_t kParallelMin = 16384;  // below this many outputs, one thread
+constexpr int64_t kStreamMinBytes = int64_t{16} << 20;  // post's residual_out from here: streamed
 
 struct TokenRows {
   float w[kN][kTerms];   // per output stream k: post[k], comb[0..3, k]
@@ -69,20 +70,30 @@ void post_lane(const TokenRows& r, int64_t h0, int64_t len) {
   for (int k = 0; k < kN; ++k) cpu::exact_sum_lane<kTerms, false>(r.w[k], r.scale[k], v, abs_sum, len, r.dst[k] + h0);
 }
 
-void post_block(const Problem& p, int64_t item, int64_t blocks_per_token) {
+// Columns [h_begin, h_end) of one token: AVX-512 over the whole multiples of 32 (stream: by
+// non-temporal stores where the rows are 64-byte aligned), then lanes.
+void post_columns(const TokenRows& r, int64_t h_begin, int64_t h_end, bool stream) {
+  if (cpu::use_avx512()) {
+    const int64_t h32 = h_begin + ((h_end - h_begin) & ~int64_t{31});
+    const bf16_t* rows[kTerms] = {r.out, r.res[0], r.res[1], r.res[2], r.res[3]};
+    bool aligned = true;
+    for (bf16_t* d : r.dst) aligned = aligned && reinterpret_cast<uintptr_t>(d + h_begin) % 64 == 0;
+    cpu::exact_sums_avx512<kTerms, kN, false>(rows, r.w, r.scale, r.dst, h_begin, h32, stream && aligned);
+    h_begin = h32;
+  }
+  for (int64_t h = h_begin; h < h_end; h += kLane) post_lane(r, h, h_end - h < kLane ? h_end - h : kLane);
+}
+
+void post_block(const Problem& p, int64_t item, int64_t blocks_per_token, bool stream) {
   const int64_t t = item / blocks_per_token;
   const int64_t h_begin = (item % blocks_per_token) * kBlock;
   const int64_t h_end = h_begin + kBlock < p.H ? h_begin + kBlock : p.H;
-  const TokenRows r = token_rows(p, t);
-  for (int64_t h = h_begin; h < h_end; h += kLane) post_lane(r, h, h_end - h < kLane ? h_end - h : kLane);
+  post_columns(token_rows(p, t), h_begin, h_end, stream);
 }
 
 }  // namespace
 
-void fast_post_token(const Problem& p, int64_t t) {
-  const TokenRows r = token_rows(p, t);
-  for (int64_t h = 0; h < p.H; h += kLane) post_lane(r, h, p.H - h < kLane ? p.H - h : kLane);
-}
+void fast_post_token(const Problem& p, int64_t t) { post_columns(token_rows(p, t), 0, p.H, false); }
 
 bool fast_post_supports(const Problem& p) {
   return p.device.type == DeviceType::kCPU && p.op == Op::kPost && p.n == kN;
@@ -92,12 +103,20 @@ void fast_post_run(const Problem& p) {
   if (p.T <= 0 || p.H <= 0) return;
   const int64_t blocks_per_token = (p.H + kBlock - 1) / kBlock;
   const int64_t items = p.T * blocks_per_token;
+  // The post op's residual_out goes past the caches by non-temporal stores when it is large (no
+  // read for ownership: 18H instead of 26H bytes a token); post_pre's stays in cache for its mixes.
+  const bool stream = p.op == Op::kPost && p.T * p.K() * static_cast<int64_t>(sizeof(bf16_t)) >= kStreamMinBytes;
 #ifdef _OPENMP
   const bool parallel = p.T * p.H * kN >= kParallelMin;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t item = 0; item < items; ++item) post_block(p, item, blocks_per_token);
+#pragma omp parallel if (parallel)
+  {
+#pragma omp for schedule(static)
+    for (int64_t item = 0; item < items; ++item) post_block(p, item, blocks_per_token, stream);
+    if (stream) _mm_sfence();  // each thread's own non-temporal stores, before the region's barrier
+  }
 #else
-  for (int64_t item = 0; item < items; ++item) post_block(p, item, blocks_per_token);
+  for (int64_t item = 0; item < items; ++item) post_block(p, item, blocks_per_token, stream);
+  if (stream) _mm_sfence();
 #endif
 }
 
