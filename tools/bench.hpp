@@ -6,10 +6,14 @@
 // where results go: docs/performance.md.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
+
+#include "mhc/mhc.hpp"
+#include "tools/model.hpp"
 
 namespace mhc::tools::bench {
 
@@ -107,12 +111,63 @@ class JsonWriter {
 
 /// Prints the final table (one line per row) to `out`.
 void print_table(FILE* out, const EnvInfo& e, const std::vector<Row>& rows);
+/// The command line reproducing the whole run: "mhc bench", then `device_flag` (" --device cpu"
+/// for the CPU bench, "" for the GPU one), then --ops, --modes, --H, --T, --reps and every other
+/// option that differs from its default.
+std::string run_command(const Options& o, const std::string& device_flag);
 /// The command line reproducing one row.
 std::string row_command(const Options& o, const Row& r);
 
 /// Parses "a,b,c" into strings / integers; names the option in errors.
 std::vector<std::string> split_list(const std::string& text, const char* option);
 std::vector<int64_t> split_ints(const std::string& text, const char* option);
+
+/// The tensors of one slot of a chain's activation ring (host or device memory, by
+/// ChainCall::device); null where the op does not use them.
+struct SlotPtrs {
+  const void* residual = nullptr;      // [T,n,H] bf16
+  const void* layer_output = nullptr;  // [T,H] bf16
+  const void* layer_input = nullptr;   // [T,H] bf16 (head: the output)
+  const void* embedding = nullptr;     // [T,H] bf16
+  const void* post_mix = nullptr;      // [T,n] fp32
+  const void* comb_mix = nullptr;      // [T,n,n] fp32
+  const void* pre_mix = nullptr;       // [T,n] fp32
+};
+
+/// One call of a row's chain: the op and mode, the shapes, where it runs, its weight set.
+struct ChainCall {
+  std::string op;
+  bool shifted = false;  // post_pre: the V4.1 mode (carried pre in, fresh pre out)
+  Config config;
+  int64_t T = 0;
+  Device device{};
+  Exec exec;
+  const PreparedWeights* mix = nullptr;   // post_pre, pre, pre_broadcast, mixes
+  const PreparedWeights* head = nullptr;  // head
+  const void* norm = nullptr;             // [H] bf16 RMSNorm weight, or null (no fold)
+};
+
+/// Whether `op` reads a mix weight set / a head weight set.
+bool uses_mix_weights(const std::string& op);
+/// Runs the call (run = true), reading slot `in` and writing the chain's next slot `next` (the
+/// residual and the mixes the next call reads), or returns the variant the dispatcher picks for
+/// it (run = false). The same calls for the GPU and the CPU bench.
+std::string chain_call(const ChainCall& c, const SlotPtrs& in, const SlotPtrs& next, bool run);
+
+/// chain_call with weight set w of `pool` (either bench's pool: mix(w), head(w), norm(w)); the
+/// RMSNorm weight only where `fold`.
+template <typename WeightPool>
+std::string chain_call(ChainCall c, const WeightPool& pool, int w, bool fold, const SlotPtrs& in, const SlotPtrs& next,
+                       bool run) {
+  c.mix = uses_mix_weights(c.op) ? &pool.mix(w) : nullptr;
+  c.head = c.op == "head" ? &pool.head(w) : nullptr;
+  c.norm = fold ? pool.norm(w) : nullptr;
+  return chain_call(c, in, next, run);
+}
+
+/// A random n x n matrix made (almost) doubly stochastic by a few Sinkhorn steps, like the
+/// comb_mix an op produces: the residual of a post chain then neither grows nor fades.
+void doubly_stochastic(float* c, size_t n, Rng& rng);
 
 /// Runs the whole protocol on a CUDA device (tools/bench_gpu.cpp); returns the exit status.
 /// In a build without CUDA it throws mhc::Error.

@@ -1,5 +1,6 @@
 // tools/bench_common.cpp - the parts of `mhc bench` that need no GPU: the op/mode table, ideal
-// bytes, statistics, the JSON-lines writer and the final table.
+// bytes, statistics, the JSON-lines writer, the final table, and the chained calls and comb
+// matrices both the GPU and the CPU bench use.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -214,6 +215,31 @@ void print_table(FILE* out, const EnvInfo& e, const std::vector<Row>& rows) {
                     "ideal bytes / (0.85 x copy bandwidth)))\n");
 }
 
+std::string run_command(const Options& o, const std::string& device_flag) {
+  std::ostringstream cmd;
+  cmd << "mhc bench" << device_flag << " --ops ";
+  for (size_t i = 0; i < o.ops.size(); ++i) cmd << (i ? "," : "") << o.ops[i];
+  if (!o.modes.empty()) {
+    cmd << " --modes ";
+    for (size_t i = 0; i < o.modes.size(); ++i) cmd << (i ? "," : "") << o.modes[i];
+  }
+  cmd << " --H ";
+  for (size_t i = 0; i < o.Hs.size(); ++i) cmd << (i ? "," : "") << o.Hs[i];
+  cmd << " --T ";
+  for (size_t i = 0; i < o.Ts.size(); ++i) cmd << (i ? "," : "") << o.Ts[i];
+  cmd << " --reps " << o.reps;
+  if (!o.variant.empty()) cmd << " --variant " << o.variant;
+  if (o.device != 0) cmd << " --device " << o.device;
+  if (o.seed != 1) cmd << " --seed " << o.seed;
+  if (o.graph_ms != 50.0) cmd << " --graph-ms " << o.graph_ms;
+  if (o.min_sets != 86) cmd << " --min-sets " << o.min_sets;
+  if (o.act_gib != 8.0) cmd << " --act-gib " << o.act_gib;
+  if (o.budget_s > 0) cmd << " --budget-s " << o.budget_s;
+  if (o.slice_tokens > 0) cmd << " --slice-tokens " << o.slice_tokens;
+  if (!o.out.empty()) cmd << " --out " << o.out;
+  return cmd.str();
+}
+
 std::string row_command(const Options& o, const Row& r) {
   std::ostringstream os;
   os << "mhc bench --ops " << r.op << " --modes " << r.mode << " --H " << r.H << " --T " << r.T
@@ -257,5 +283,132 @@ int run_gpu(const Options&) {
            "-DMHC_ENABLE_CUDA=OFF or without nvcc): rebuild with CUDA to benchmark");
 }
 #endif
+
+bool uses_mix_weights(const std::string& op) {
+  return op == "post_pre" || op == "pre" || op == "pre_broadcast" || op == "mixes";
+}
+
+std::string chain_call(const ChainCall& c, const SlotPtrs& in, const SlotPtrs& next, bool run) {
+  const int64_t n = c.config.n, H = c.config.H, T = c.T;
+  auto bf = [&](const void* p, std::initializer_list<int64_t> shape) {
+    return make_view(p, DType::kBFloat16, shape, c.device);
+  };
+  auto f32 = [&](const void* p, std::initializer_list<int64_t> shape) {
+    return make_view(p, DType::kFloat32, shape, c.device);
+  };
+  const TensorView norm = c.norm != nullptr ? bf(c.norm, {H}) : TensorView{};
+  const std::string& op = c.op;
+  if (op == "post_pre") {
+    PostPreArgs a;
+    a.config = c.config;
+    a.pre_source = c.shifted ? PreSource::kCarried : PreSource::kComputed;
+    a.layer_output = bf(in.layer_output, {T, H});
+    a.residual = bf(in.residual, {T, n, H});
+    a.post_mix = f32(in.post_mix, {T, n});
+    a.comb_mix = f32(in.comb_mix, {T, n, n});
+    a.weights = c.mix;
+    if (c.shifted) {
+      a.pre_mix_in = f32(in.pre_mix, {T, n});
+      a.pre_mix_out = f32(next.pre_mix, {T, n});
+    }
+    a.rmsnorm_weight = norm;
+    a.residual_out = bf(next.residual, {T, n, H});
+    a.layer_input = bf(in.layer_input, {T, H});
+    a.post_mix_out = f32(next.post_mix, {T, n});
+    a.comb_mix_out = f32(next.comb_mix, {T, n, n});
+    a.exec = c.exec;
+    if (!run) return selected_variant(a);
+    post_pre(a);
+  } else if (op == "pre") {
+    PreArgs a;
+    a.config = c.config;
+    a.pre_source = PreSource::kComputed;
+    a.residual = bf(in.residual, {T, n, H});
+    a.weights = c.mix;
+    a.rmsnorm_weight = norm;
+    a.layer_input = bf(in.layer_input, {T, H});
+    a.post_mix = f32(in.post_mix, {T, n});
+    a.comb_mix = f32(in.comb_mix, {T, n, n});
+    a.exec = c.exec;
+    if (!run) return selected_variant(a);
+    pre(a);
+  } else if (op == "pre_broadcast") {
+    PreBroadcastArgs a;
+    a.config = c.config;
+    a.pre_source = PreSource::kComputed;
+    a.embedding = bf(in.embedding, {T, H});
+    a.weights = c.mix;
+    a.rmsnorm_weight = norm;
+    a.layer_input = bf(in.layer_input, {T, H});
+    a.post_mix = f32(in.post_mix, {T, n});
+    a.comb_mix = f32(in.comb_mix, {T, n, n});
+    a.exec = c.exec;
+    if (!run) return selected_variant(a);
+    pre_broadcast(a);
+  } else if (op == "post") {
+    PostArgs a;
+    a.config = c.config;
+    a.layer_output = bf(in.layer_output, {T, H});
+    a.residual = bf(in.residual, {T, n, H});
+    a.post_mix = f32(in.post_mix, {T, n});
+    a.comb_mix = f32(in.comb_mix, {T, n, n});
+    a.residual_out = bf(next.residual, {T, n, H});
+    a.exec = c.exec;
+    if (!run) return selected_variant(a);
+    post(a);
+  } else if (op == "mixes") {
+    MixesArgs a;
+    a.config = c.config;
+    a.residual = bf(in.residual, {T, n, H});
+    a.weights = c.mix;
+    a.pre_mix = f32(next.pre_mix, {T, n});
+    a.post_mix = f32(next.post_mix, {T, n});
+    a.comb_mix = f32(next.comb_mix, {T, n, n});
+    a.exec = c.exec;
+    if (!run) return selected_variant(a);
+    mixes(a);
+  } else if (op == "collapse") {
+    CollapseArgs a;
+    a.config = c.config;
+    a.pre_source = PreSource::kCarried;
+    a.residual = bf(in.residual, {T, n, H});
+    a.pre_mix = f32(in.pre_mix, {T, n});
+    a.rmsnorm_weight = norm;
+    a.layer_input = bf(in.layer_input, {T, H});
+    a.exec = c.exec;
+    if (!run) return selected_variant(a);
+    collapse(a);
+  } else if (op == "head") {
+    HeadArgs a;
+    a.config = c.config;
+    a.kind = HeadKind::kLearned;
+    a.residual = bf(in.residual, {T, n, H});
+    a.weights = c.head;
+    a.rmsnorm_weight = norm;
+    a.output = bf(in.layer_input, {T, H});
+    a.exec = c.exec;
+    if (!run) return selected_variant(a);
+    head(a);
+  } else {
+    MHC_FAIL("bench: unknown op '", op, "'");
+  }
+  return std::string();
+}
+
+void doubly_stochastic(float* c, size_t n, Rng& rng) {
+  for (size_t i = 0; i < n * n; ++i) c[i] = static_cast<float>(0.5 + rng.uniform());
+  for (int it = 0; it < 8; ++it) {
+    for (size_t j = 0; j < n; ++j) {
+      float s = 0;
+      for (size_t k = 0; k < n; ++k) s += c[j * n + k];
+      for (size_t k = 0; k < n; ++k) c[j * n + k] /= s;
+    }
+    for (size_t k = 0; k < n; ++k) {
+      float s = 0;
+      for (size_t j = 0; j < n; ++j) s += c[j * n + k];
+      for (size_t j = 0; j < n; ++j) c[j * n + k] /= s;
+    }
+  }
+}
 
 }  // namespace mhc::tools::bench

@@ -119,22 +119,6 @@ void fill_bf16(uint16_t* dst, size_t count, uint64_t salt) {
   }
 }
 
-void doubly_stochastic(float* c, int n, Rng& rng) {
-  for (int i = 0; i < n * n; ++i) c[i] = static_cast<float>(0.5 + rng.uniform());
-  for (int it = 0; it < 8; ++it) {
-    for (int j = 0; j < n; ++j) {
-      float s = 0;
-      for (int k = 0; k < n; ++k) s += c[j * n + k];
-      for (int k = 0; k < n; ++k) c[j * n + k] /= s;
-    }
-    for (int k = 0; k < n; ++k) {
-      float s = 0;
-      for (int j = 0; j < n; ++j) s += c[j * n + k];
-      for (int j = 0; j < n; ++j) c[j * n + k] /= s;
-    }
-  }
-}
-
 struct Slot {
   std::vector<uint16_t> residual, layer_output, layer_input, embedding;
   std::vector<float> post, comb, pre;
@@ -212,114 +196,28 @@ struct Chain {
   int sets = 1;
   Exec exec;
 
-  template <typename V>
-  TensorView bf(V& v, std::initializer_list<int64_t> s) const {
-    return make_view(static_cast<const void*>(v.data()), DType::kBFloat16, s);
-  }
-  template <typename V>
-  TensorView f32(V& v, std::initializer_list<int64_t> s) const {
-    return make_view(static_cast<const void*>(v.data()), DType::kFloat32, s);
+  std::string call(int i, bool run) const {
+    ChainCall c;
+    c.op = op;
+    c.shifted = shifted;
+    c.config = config;
+    c.T = T;
+    c.exec = exec;
+    const Slot& in = (*ring)[static_cast<size_t>(i) % ring->size()];
+    const Slot& next = (*ring)[static_cast<size_t>(i + 1) % ring->size()];
+    return chain_call(c, *pool, i % sets, fold, ptrs(in), ptrs(next), run);
   }
 
-  std::string call(int i, bool run) const {
-    const int64_t n = config.n, H = config.H;
-    Slot& in = (*ring)[static_cast<size_t>(i) % ring->size()];
-    Slot& next = (*ring)[static_cast<size_t>(i + 1) % ring->size()];
-    const int w = i % sets;
-    const TensorView norm = fold ? make_view(pool->norm(w), DType::kBFloat16, {H}) : TensorView{};
-    if (op == "post_pre") {
-      PostPreArgs a;
-      a.config = config;
-      a.pre_source = shifted ? PreSource::kCarried : PreSource::kComputed;
-      a.layer_output = bf(in.layer_output, {T, H});
-      a.residual = bf(in.residual, {T, n, H});
-      a.post_mix = f32(in.post, {T, n});
-      a.comb_mix = f32(in.comb, {T, n, n});
-      a.weights = &pool->mix(w);
-      if (shifted) {
-        a.pre_mix_in = f32(in.pre, {T, n});
-        a.pre_mix_out = f32(next.pre, {T, n});
-      }
-      a.rmsnorm_weight = norm;
-      a.residual_out = bf(next.residual, {T, n, H});
-      a.layer_input = bf(in.layer_input, {T, H});
-      a.post_mix_out = f32(next.post, {T, n});
-      a.comb_mix_out = f32(next.comb, {T, n, n});
-      a.exec = exec;
-      if (!run) return selected_variant(a);
-      post_pre(a);
-    } else if (op == "pre") {
-      PreArgs a;
-      a.config = config;
-      a.residual = bf(in.residual, {T, n, H});
-      a.weights = &pool->mix(w);
-      a.rmsnorm_weight = norm;
-      a.layer_input = bf(in.layer_input, {T, H});
-      a.post_mix = f32(in.post, {T, n});
-      a.comb_mix = f32(in.comb, {T, n, n});
-      a.exec = exec;
-      if (!run) return selected_variant(a);
-      pre(a);
-    } else if (op == "pre_broadcast") {
-      PreBroadcastArgs a;
-      a.config = config;
-      a.embedding = bf(in.embedding, {T, H});
-      a.weights = &pool->mix(w);
-      a.rmsnorm_weight = norm;
-      a.layer_input = bf(in.layer_input, {T, H});
-      a.post_mix = f32(in.post, {T, n});
-      a.comb_mix = f32(in.comb, {T, n, n});
-      a.exec = exec;
-      if (!run) return selected_variant(a);
-      pre_broadcast(a);
-    } else if (op == "post") {
-      PostArgs a;
-      a.config = config;
-      a.layer_output = bf(in.layer_output, {T, H});
-      a.residual = bf(in.residual, {T, n, H});
-      a.post_mix = f32(in.post, {T, n});
-      a.comb_mix = f32(in.comb, {T, n, n});
-      a.residual_out = bf(next.residual, {T, n, H});
-      a.exec = exec;
-      if (!run) return selected_variant(a);
-      post(a);
-    } else if (op == "mixes") {
-      MixesArgs a;
-      a.config = config;
-      a.residual = bf(in.residual, {T, n, H});
-      a.weights = &pool->mix(w);
-      a.pre_mix = f32(next.pre, {T, n});
-      a.post_mix = f32(next.post, {T, n});
-      a.comb_mix = f32(next.comb, {T, n, n});
-      a.exec = exec;
-      if (!run) return selected_variant(a);
-      mixes(a);
-    } else if (op == "collapse") {
-      CollapseArgs a;
-      a.config = config;
-      a.pre_source = PreSource::kCarried;
-      a.residual = bf(in.residual, {T, n, H});
-      a.pre_mix = f32(in.pre, {T, n});
-      a.rmsnorm_weight = norm;
-      a.layer_input = bf(in.layer_input, {T, H});
-      a.exec = exec;
-      if (!run) return selected_variant(a);
-      collapse(a);
-    } else if (op == "head") {
-      HeadArgs a;
-      a.config = config;
-      a.kind = HeadKind::kLearned;
-      a.residual = bf(in.residual, {T, n, H});
-      a.weights = &pool->head(w);
-      a.rmsnorm_weight = norm;
-      a.output = bf(in.layer_input, {T, H});
-      a.exec = exec;
-      if (!run) return selected_variant(a);
-      head(a);
-    } else {
-      MHC_FAIL("bench: unknown op '", op, "'");
-    }
-    return std::string();
+  static SlotPtrs ptrs(const Slot& s) {
+    SlotPtrs p;
+    p.residual = s.residual.data();
+    p.layer_output = s.layer_output.data();
+    p.layer_input = s.layer_input.data();
+    p.embedding = s.embedding.data();
+    p.post_mix = s.post.data();
+    p.comb_mix = s.comb.data();
+    p.pre_mix = s.pre.data();
+    return p;
   }
 };
 
@@ -410,24 +308,7 @@ int run_cpu(const Options& o) {
   env.sm_count = threads();
   env.l2_bytes = llc_bytes();
   env.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
-  {
-    std::ostringstream cmd;
-    cmd << "mhc bench --device cpu --ops ";
-    for (size_t i = 0; i < o.ops.size(); ++i) cmd << (i ? "," : "") << o.ops[i];
-    if (!o.modes.empty()) {
-      cmd << " --modes ";
-      for (size_t i = 0; i < o.modes.size(); ++i) cmd << (i ? "," : "") << o.modes[i];
-    }
-    cmd << " --H ";
-    for (size_t i = 0; i < o.Hs.size(); ++i) cmd << (i ? "," : "") << o.Hs[i];
-    cmd << " --T ";
-    for (size_t i = 0; i < o.Ts.size(); ++i) cmd << (i ? "," : "") << o.Ts[i];
-    cmd << " --reps " << o.reps;
-    if (!o.variant.empty()) cmd << " --variant " << o.variant;
-    if (o.min_sets != 86) cmd << " --min-sets " << o.min_sets;
-    if (!o.out.empty()) cmd << " --out " << o.out;
-    env.command = cmd.str();
-  }
+  env.command = run_command(o, " --device cpu");
   const std::string load0 = load_average();
   measure_copy(env);
   std::fprintf(stderr, "mhc bench: %s, %d threads, LLC %.1f MiB: copy %.1f GB/s (read+write, min %.1f, max %.1f), load %s\n",

@@ -416,24 +416,6 @@ class Ring {
   int size() const { return static_cast<int>(slots_.size()); }
 
  private:
-  // A random n x n matrix made (almost) doubly stochastic by a few Sinkhorn steps, like the
-  // comb_mix an op produces: the residual of a post chain then neither grows nor fades.
-  static void doubly_stochastic(float* c, size_t n, Rng& rng) {
-    for (size_t i = 0; i < n * n; ++i) c[i] = static_cast<float>(0.5 + rng.uniform());
-    for (int it = 0; it < 8; ++it) {
-      for (size_t j = 0; j < n; ++j) {
-        float s = 0;
-        for (size_t k = 0; k < n; ++k) s += c[j * n + k];
-        for (size_t k = 0; k < n; ++k) c[j * n + k] /= s;
-      }
-      for (size_t k = 0; k < n; ++k) {
-        float s = 0;
-        for (size_t j = 0; j < n; ++j) s += c[j * n + k];
-        for (size_t j = 0; j < n; ++j) c[j * n + k] /= s;
-      }
-    }
-  }
-
   DeviceBuffer mem_;
   std::vector<Slot> slots_;
 };
@@ -451,115 +433,30 @@ struct Chain {
   int sets = 0;
   Exec exec;
 
-  TensorView bf(const char* p, std::initializer_list<int64_t> shape) const {
-    return make_view(static_cast<const void*>(p), DType::kBFloat16, shape, device);
-  }
-  TensorView f32(const char* p, std::initializer_list<int64_t> shape) const {
-    return make_view(static_cast<const void*>(p), DType::kFloat32, shape, device);
-  }
-
   // Builds call i; runs it (run = true) or returns the variant the dispatcher picks for it.
   std::string call(int i, bool run) const {
-    const int64_t n = config.n, H = config.H;
+    ChainCall c;
+    c.op = op;
+    c.shifted = shifted;
+    c.config = config;
+    c.T = T;
+    c.device = device;
+    c.exec = exec;
     const Slot& in = (*ring)[i % ring->size()];
     const Slot& next = (*ring)[(i + 1) % ring->size()];
-    const int w = i % sets;
-    const TensorView norm = fold ? make_view(pool->norm(w), DType::kBFloat16, {H}, device) : TensorView{};
-    if (op == "post_pre") {
-      PostPreArgs a;
-      a.config = config;
-      a.pre_source = shifted ? PreSource::kCarried : PreSource::kComputed;
-      a.layer_output = bf(in.layer_output, {T, H});
-      a.residual = bf(in.residual, {T, n, H});
-      a.post_mix = f32(in.post_mix, {T, n});
-      a.comb_mix = f32(in.comb_mix, {T, n, n});
-      a.weights = &pool->mix(w);
-      if (shifted) {
-        a.pre_mix_in = f32(in.pre_mix, {T, n});
-        a.pre_mix_out = f32(next.pre_mix, {T, n});
-      }
-      a.rmsnorm_weight = norm;
-      a.residual_out = bf(next.residual, {T, n, H});
-      a.layer_input = bf(in.layer_input, {T, H});
-      a.post_mix_out = f32(next.post_mix, {T, n});
-      a.comb_mix_out = f32(next.comb_mix, {T, n, n});
-      a.exec = exec;
-      if (!run) return selected_variant(a);
-      post_pre(a);
-    } else if (op == "pre") {
-      PreArgs a;
-      a.config = config;
-      a.pre_source = PreSource::kComputed;
-      a.residual = bf(in.residual, {T, n, H});
-      a.weights = &pool->mix(w);
-      a.rmsnorm_weight = norm;
-      a.layer_input = bf(in.layer_input, {T, H});
-      a.post_mix = f32(in.post_mix, {T, n});
-      a.comb_mix = f32(in.comb_mix, {T, n, n});
-      a.exec = exec;
-      if (!run) return selected_variant(a);
-      pre(a);
-    } else if (op == "pre_broadcast") {
-      PreBroadcastArgs a;
-      a.config = config;
-      a.pre_source = PreSource::kComputed;
-      a.embedding = bf(in.embedding, {T, H});
-      a.weights = &pool->mix(w);
-      a.rmsnorm_weight = norm;
-      a.layer_input = bf(in.layer_input, {T, H});
-      a.post_mix = f32(in.post_mix, {T, n});
-      a.comb_mix = f32(in.comb_mix, {T, n, n});
-      a.exec = exec;
-      if (!run) return selected_variant(a);
-      pre_broadcast(a);
-    } else if (op == "post") {
-      PostArgs a;
-      a.config = config;
-      a.layer_output = bf(in.layer_output, {T, H});
-      a.residual = bf(in.residual, {T, n, H});
-      a.post_mix = f32(in.post_mix, {T, n});
-      a.comb_mix = f32(in.comb_mix, {T, n, n});
-      a.residual_out = bf(next.residual, {T, n, H});
-      a.exec = exec;
-      if (!run) return selected_variant(a);
-      post(a);
-    } else if (op == "mixes") {
-      MixesArgs a;
-      a.config = config;
-      a.residual = bf(in.residual, {T, n, H});
-      a.weights = &pool->mix(w);
-      a.pre_mix = f32(next.pre_mix, {T, n});
-      a.post_mix = f32(next.post_mix, {T, n});
-      a.comb_mix = f32(next.comb_mix, {T, n, n});
-      a.exec = exec;
-      if (!run) return selected_variant(a);
-      mixes(a);
-    } else if (op == "collapse") {
-      CollapseArgs a;
-      a.config = config;
-      a.pre_source = PreSource::kCarried;
-      a.residual = bf(in.residual, {T, n, H});
-      a.pre_mix = f32(in.pre_mix, {T, n});
-      a.rmsnorm_weight = norm;
-      a.layer_input = bf(in.layer_input, {T, H});
-      a.exec = exec;
-      if (!run) return selected_variant(a);
-      collapse(a);
-    } else if (op == "head") {
-      HeadArgs a;
-      a.config = config;
-      a.kind = HeadKind::kLearned;
-      a.residual = bf(in.residual, {T, n, H});
-      a.weights = &pool->head(w);
-      a.rmsnorm_weight = norm;
-      a.output = bf(in.layer_input, {T, H});
-      a.exec = exec;
-      if (!run) return selected_variant(a);
-      head(a);
-    } else {
-      MHC_FAIL("bench: unknown op '", op, "'");
-    }
-    return std::string();
+    return chain_call(c, *pool, i % sets, fold, ptrs(in), ptrs(next), run);
+  }
+
+  static SlotPtrs ptrs(const Slot& s) {
+    SlotPtrs p;
+    p.residual = s.residual;
+    p.layer_output = s.layer_output;
+    p.layer_input = s.layer_input;
+    p.embedding = s.embedding;
+    p.post_mix = s.post_mix;
+    p.comb_mix = s.comb_mix;
+    p.pre_mix = s.pre_mix;
+    return p;
   }
 };
 
@@ -690,30 +587,7 @@ int run_gpu(const Options& o) {
   cx.env.memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
   BENCH_CUDA(cudaRuntimeGetVersion(&cx.env.runtime_version));
   BENCH_CUDA(cudaDriverGetVersion(&cx.env.driver_version));
-  {
-    std::ostringstream cmd;
-    cmd << "mhc bench --ops ";
-    for (size_t i = 0; i < o.ops.size(); ++i) cmd << (i ? "," : "") << o.ops[i];
-    if (!o.modes.empty()) {
-      cmd << " --modes ";
-      for (size_t i = 0; i < o.modes.size(); ++i) cmd << (i ? "," : "") << o.modes[i];
-    }
-    cmd << " --H ";
-    for (size_t i = 0; i < o.Hs.size(); ++i) cmd << (i ? "," : "") << o.Hs[i];
-    cmd << " --T ";
-    for (size_t i = 0; i < o.Ts.size(); ++i) cmd << (i ? "," : "") << o.Ts[i];
-    cmd << " --reps " << o.reps;
-    if (!o.variant.empty()) cmd << " --variant " << o.variant;
-    if (o.device != 0) cmd << " --device " << o.device;
-    if (o.seed != 1) cmd << " --seed " << o.seed;
-    if (o.graph_ms != 50.0) cmd << " --graph-ms " << o.graph_ms;
-    if (o.min_sets != 86) cmd << " --min-sets " << o.min_sets;
-    if (o.act_gib != 8.0) cmd << " --act-gib " << o.act_gib;
-    if (o.budget_s > 0) cmd << " --budget-s " << o.budget_s;
-    if (o.slice_tokens > 0) cmd << " --slice-tokens " << o.slice_tokens;
-    if (!o.out.empty()) cmd << " --out " << o.out;
-    cx.env.command = cmd.str();
-  }
+  cx.env.command = run_command(o, "");
 
   BENCH_CUDA(cudaStreamCreateWithFlags(&cx.stream, cudaStreamNonBlocking));
   struct StreamGuard {
