@@ -31,6 +31,14 @@ __device__ __forceinline__ float chunk_squares_butterfly(float sq) {
   return sq;
 }
 
+/// The butterfly of chunk_squares_butterfly evaluated by one thread: b[i] = the value of vector
+/// 2 i + parity; the result is that parity's half of the butterfly, ((b0 + b4) + (b2 + b6)) +
+/// ((b1 + b5) + (b3 + b7)), and the chunk's sum is even half + odd half (the same bits as the
+/// butterfly's result in every lane).
+__device__ __forceinline__ float butterfly_half(const float (&b)[8]) {
+  return ((b[0] + b[4]) + (b[2] + b[6])) + ((b[1] + b[5]) + (b[3] + b[7]));
+}
+
 /// Group `group` of the chunk sum: chunks group, group + 8, ... in order, kMaxChunks / 8 terms
 /// with 0.0f for chunks >= chunks. chunk(c) returns the chunk's value.
 template <typename ChunkValue>

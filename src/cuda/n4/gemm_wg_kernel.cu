@@ -26,6 +26,7 @@
 // rows; 200 KB of dynamic shared memory.
 #include "src/cuda/exact_sum.cuh"
 #include "src/cuda/launch.cuh"
+#include "src/cuda/n4/canonical.cuh"
 #include "src/cuda/n4/kernels.hpp"
 #include "src/cuda/n4/wgmma.cuh"
 #include "src/cuda/ptx.cuh"
@@ -85,26 +86,14 @@ __device__ __forceinline__ void square_sums(const unsigned char* stage, int t, b
   }
 }
 
-// The item's partials: dots of the valid tokens (rows 8 blk + 2q (+1) of tokens g, g + 8 of the
-// warp's 16) and the chunk's sum of squares (the butterfly's tree: this thread's 8 vectors, then
-// the other parity's from lane ^ 16).
+// The item's partials: the dots (store_dots_wg) and the chunk's sum of squares: this thread's
+// half of the butterfly, then the other parity's from lane ^ 16.
 __device__ __forceinline__ void store_item(const N4Params& p, int chunk, int64_t tile, int t,
                                            const float (&part)[3][4], const float (&sq)[8]) {
-  const int w = t >> 5, lane = t & 31, g = lane >> 2, q = lane & 3;
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    const int64_t tok = tile * kWgTile + w * 16 + g + 8 * hh;
-    if (tok < p.T) {
-      float* out = p.partials + (tok * p.chunks + chunk) * kPartial + 2 * q;
-#pragma unroll
-      for (int blk = 0; blk < 3; ++blk) {
-        out[blk * 8] = part[blk][2 * hh];
-        out[blk * 8 + 1] = part[blk][2 * hh + 1];
-      }
-    }
-  }
-  const float mine = ((sq[0] + sq[4]) + (sq[2] + sq[6])) + ((sq[1] + sq[5]) + (sq[3] + sq[7]));
+  store_dots_wg(p, chunk, tile * kWgTile, t, part);
+  const float mine = butterfly_half(sq);
   const float other = __shfl_xor_sync(0xffffffffu, mine, 16);
+  const int w = t >> 5, lane = t & 31;
   const int64_t tok = tile * kWgTile + w * 16 + (lane & 15);
   if (lane < 16 && tok < p.T) p.partials[(tok * p.chunks + chunk) * kPartial + kRows] = mine + other;
 }
@@ -149,26 +138,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_wg_kernel(const N4Params p) 
       cp_async_wait<kStagesWg - 1>();  // this thread's copies of step s have landed
       fence_proxy_async();
       wg_barrier(group);               // and every thread's
-      float d[36];
-#pragma unroll
-      for (int i = 0; i < 36; ++i) d[i] = 0.0f;  // (the first k16 step ignores them)
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < kMmaSteps; ++ks) {
-        wgmma_k16(d, wg_desc(stage + ks * 2 * kALbo, kALbo, kASbo),
-                  wg_desc(b_base + j * kBStreamBytes + ks * 2 * kBLbo, kBLbo, kBSbo), ks > 0);
-      }
-      square_sums(smem + (stage - smem_addr(smem)), t, j == 0, sq);
-      wgmma_commit_and_wait();
-      // n-tile nb holds columns 8 nb ..: part nb / 3 of rows (nb % 3) * 8 ..: hi, mid, lo.
-#pragma unroll
-      for (int blk = 0; blk < 3; ++blk) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float v = d[4 * blk + e] + (d[4 * (3 + blk) + e] + d[4 * (6 + blk) + e]);
-          part[blk][e] = j == 0 ? v : part[blk][e] + v;
-        }
-      }
+      stream_dots_wg(stage, b_base, j, part, [&] { square_sums(smem + (stage - smem_addr(smem)), t, j == 0, sq); });
       if (j == kN - 1) store_item(p, chunk, items.tile(local), t, part, sq);
       wg_barrier(group);  // every thread is done reading the stage
       const int next = s + kStagesWg;

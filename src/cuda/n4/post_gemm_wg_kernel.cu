@@ -112,52 +112,26 @@ __device__ __forceinline__ void post_item(const N4Params& p, int chunk, int64_t 
   fence_proxy_async();  // the A tiles' generic-proxy stores, before wgmma reads them
 }
 
-// The MMA warpgroup's share of item (chunk, tile) from buffer `buf` (thread t of 128).
+// The MMA warpgroup's share of item (chunk, tile) from buffer `buf` (thread t of 128): the 4
+// streams' dots, then the chunk's sums of squares, one token per thread t < 64 (the butterfly
+// xor 8, 4, 2, 1 over its 16 vectors as butterfly_half of each parity).
 __device__ __forceinline__ void mma_item(const N4Params& p, int chunk, int64_t tile, const unsigned char* buf,
                                          uint32_t b_base, int t) {
   const uint32_t a_base = smem_addr(buf);
   float part[3][4];
 #pragma unroll 1
-  for (int j = 0; j < kN; ++j) {
-    float d[36];
-#pragma unroll
-    for (int i = 0; i < 36; ++i) d[i] = 0.0f;  // (the first k16 step ignores them)
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kMmaSteps; ++ks) {
-      wgmma_k16(d, wg_desc(a_base + j * kStageBytesWg + ks * 2 * kALbo, kALbo, kASbo),
-                wg_desc(b_base + j * kBStreamBytes + ks * 2 * kBLbo, kBLbo, kBSbo), ks > 0);
-    }
-    wgmma_commit_and_wait();
-#pragma unroll
-    for (int blk = 0; blk < 3; ++blk) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float v = d[4 * blk + e] + (d[4 * (3 + blk) + e] + d[4 * (6 + blk) + e]);
-        part[blk][e] = j == 0 ? v : part[blk][e] + v;
-      }
-    }
-  }
-  const int w = t >> 5, lane = t & 31, g = lane >> 2, q = lane & 3;
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    const int64_t tok = tile * kWgTile + w * 16 + g + 8 * hh;
-    if (tok < p.T) {
-      float* out = p.partials + (tok * p.chunks + chunk) * kPartial + 2 * q;
-#pragma unroll
-      for (int blk = 0; blk < 3; ++blk) {
-        out[blk * 8] = part[blk][2 * hh];
-        out[blk * 8 + 1] = part[blk][2 * hh + 1];
-      }
-    }
-  }
+  for (int j = 0; j < kN; ++j) stream_dots_wg(a_base + j * kStageBytesWg, b_base, j, part, [] {});
+  store_dots_wg(p, chunk, tile * kWgTile, t, part);
   if (t < kWgTile) {
-    // The butterfly xor 8, 4, 2, 1 over the token's 16 vectors, as its tree.
     const float* a = reinterpret_cast<const float*>(buf + kABytes + kMixBytes) + t * (kChunkCols / 8);
-    const float even = ((a[0] + a[8]) + (a[4] + a[12])) + ((a[2] + a[10]) + (a[6] + a[14]));
-    const float odd = ((a[1] + a[9]) + (a[5] + a[13])) + ((a[3] + a[11]) + (a[7] + a[15]));
+    float even[8], odd[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      even[i] = a[2 * i];
+      odd[i] = a[2 * i + 1];
+    }
     const int64_t tok = tile * kWgTile + t;
-    if (tok < p.T) p.partials[(tok * p.chunks + chunk) * kPartial + kRows] = even + odd;
+    if (tok < p.T) p.partials[(tok * p.chunks + chunk) * kPartial + kRows] = butterfly_half(even) + butterfly_half(odd);
   }
 }
 

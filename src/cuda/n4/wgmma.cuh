@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "src/cuda/n4/config.cuh"
+#include "src/cuda/ptx.cuh"
 
 namespace mhc::cuda::n4 {
 
@@ -101,6 +102,55 @@ __device__ __forceinline__ void load_b(const N4Params& p, unsigned char* smem, i
       unsigned char* at = smem + j * kBStreamBytes + (2 * ks * kNTiles + nt) * 128 + (lane >> 2) * 16 + (lane & 3) * 4;
       *reinterpret_cast<uint32_t*>(at) = v[u].x;
       *reinterpret_cast<uint32_t*>(at + kNTiles * 128) = v[u].y;
+    }
+  }
+}
+
+/// One stream's dots of a 64-token item: the chain of 8 wgmma k16 steps from zero (A: the
+/// stream's tile at a_stage; B: stream j of the chunk at b_base), then per (token, row)
+/// v = hi + (mid + lo) into part (first stream: part = v, else part + v). `during` runs while
+/// the tensor cores work (the caller's other work on the same stage, or nothing).
+/// part[blk][e]: rows 8 blk + 2q (+1), tokens g, g + 8 of the warp's 16 (the C-fragment layout).
+template <typename During>
+__device__ __forceinline__ void stream_dots_wg(uint32_t a_stage, uint32_t b_base, int j, float (&part)[3][4],
+                                               During during) {
+  float d[36];
+#pragma unroll
+  for (int i = 0; i < 36; ++i) d[i] = 0.0f;  // (the first k16 step ignores them)
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < kMmaSteps; ++ks) {
+    wgmma_k16(d, wg_desc(a_stage + ks * 2 * kALbo, kALbo, kASbo),
+              wg_desc(b_base + j * kBStreamBytes + ks * 2 * kBLbo, kBLbo, kBSbo), ks > 0);
+  }
+  during();
+  wgmma_commit_and_wait();
+  // n-tile nb holds columns 8 nb ..: part nb / 3 of rows (nb % 3) * 8 ..: hi, mid, lo.
+#pragma unroll
+  for (int blk = 0; blk < 3; ++blk) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float v = d[4 * blk + e] + (d[4 * (3 + blk) + e] + d[4 * (6 + blk) + e]);
+      part[blk][e] = j == 0 ? v : part[blk][e] + v;
+    }
+  }
+}
+
+/// The 24 dots of the item's valid tokens from part (thread t of the warpgroup: warp t / 32 owns
+/// tokens tok0 + 16 (t / 32) ..).
+__device__ __forceinline__ void store_dots_wg(const N4Params& p, int chunk, int64_t tok0, int t,
+                                              const float (&part)[3][4]) {
+  const int w = t >> 5, lane = t & 31, g = lane >> 2, q = lane & 3;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int64_t tok = tok0 + w * 16 + g + 8 * hh;
+    if (tok < p.T) {
+      float* out = p.partials + (tok * p.chunks + chunk) * kPartial + 2 * q;
+#pragma unroll
+      for (int blk = 0; blk < 3; ++blk) {
+        out[blk * 8] = part[blk][2 * hh];
+        out[blk * 8 + 1] = part[blk][2 * hh + 1];
+      }
     }
   }
 }
