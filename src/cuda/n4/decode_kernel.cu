@@ -136,12 +136,7 @@ __device__ __forceinline__ void unit_group(const DecodeParams& d, int c, int j, 
         x[0] = post1(wj, sum_error_scale(wj), r, lo);
       } else if (p.has_post) {
         const uint4 lo = ldcg16(p.layer_output + t * p.layer_output_stride + col0);
-        float mix[kN + kN * kN];
-#pragma unroll
-        for (int s = 0; s < kN; ++s) mix[s] = __ldcg(p.post_mix + t * p.post_mix_stride + s);
-#pragma unroll
-        for (int s = 0; s < kN * kN; ++s) mix[kN + s] = __ldcg(p.comb_mix + t * p.comb_mix_stride + s);
-        post8(post_weights(mix, mix + kN), r, lo, x);
+        post8(token_post_weights(p, t), r, lo, x);
         x[0] = x[j];
       } else {
 #pragma unroll

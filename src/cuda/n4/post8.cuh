@@ -27,6 +27,17 @@ __device__ __forceinline__ PostWeights post_weights(const float* post, const flo
   return pw;
 }
 
+/// The post weights of token t from its post_mix and comb_mix rows (L2 loads: another kernel
+/// wrote them).
+__device__ __forceinline__ PostWeights token_post_weights(const N4Params& p, int64_t t) {
+  float mix[kN + kN * kN];
+#pragma unroll
+  for (int s = 0; s < kN; ++s) mix[s] = __ldcg(p.post_mix + t * p.post_mix_stride + s);
+#pragma unroll
+  for (int s = 0; s < kN * kN; ++s) mix[kN + s] = __ldcg(p.comb_mix + t * p.comb_mix_stride + s);
+  return post_weights(mix, mix + kN);
+}
+
 /// Per column pair, the 4 outputs run the branch-free fast path together (8 independent chains)
 /// and are tested once; the rare uncertified ones (about 1 pair in 500) are redone in double.
 __device__ __forceinline__ void post8(const PostWeights& pw, const uint4 (&res)[kN], const uint4& lo,
