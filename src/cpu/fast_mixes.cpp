@@ -358,6 +358,12 @@ MHC_AVX512 void dots_avx512_p(const bf16_t* const* x, int tb, const float* fn, i
         continue;
       }
       const bf16_t* src = x[i] + c0;
+      // This token's x two chunks ahead into the caches (a hint: x may come from DRAM, as in pre
+      // and head; past the row's end it touches nothing that matters).
+      const uintptr_t ahead = reinterpret_cast<uintptr_t>(src) + 2 * kChunk * sizeof(bf16_t);
+      for (uintptr_t line = 0; line < kChunk * sizeof(bf16_t); line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
+      }
       int k = 0;
       for (; k + 16 <= len8; k += 16) {
         const __m512 v = widen16(src + k);
