@@ -2,8 +2,14 @@
 // caller's), prepared_bytes(), attach_prepared() and Workspace::create().
 #include "mhc/weights.hpp"
 
+#include <cstdint>
 #include <cstring>
 #include <vector>
+
+#if defined(__linux__)
+#include <link.h>
+#include <unistd.h>
+#endif
 
 #include "mhc/error.hpp"
 #include "src/core/cuda_hooks.hpp"
@@ -200,6 +206,42 @@ PreparedWeights attach_prepared(const TensorView& buffer, int32_t n, int64_t H, 
 
 namespace {
 
+#if defined(__linux__)
+// The executable code of the object that holds this library (the program where it is linked
+// statically, or the shared library): one read per page, so that the first call of each
+// operator does not take the page faults of code it runs for the first time (measured: the
+// first operator call of a process, 40-130 us above its steady state on the H200 and on the CPU,
+// with every kernel already loaded).
+int touch_code_pages(dl_phdr_info* info, size_t, void* data) {
+  const auto self = reinterpret_cast<uintptr_t>(data);
+  bool mine = false;
+  for (int i = 0; i < info->dlpi_phnum && !mine; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    const uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+    mine = ph.p_type == PT_LOAD && self >= start && self < start + ph.p_memsz;
+  }
+  if (!mine) return 0;
+  const long page = sysconf(_SC_PAGESIZE);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0 || page <= 0) continue;
+    const uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+    unsigned sum = 0;
+    for (uintptr_t a = start - start % static_cast<uintptr_t>(page); a < start + ph.p_memsz; a += page) {
+      if (a >= start) sum += *reinterpret_cast<const volatile unsigned char*>(a);
+    }
+    (void)sum;
+  }
+  return 1;  // found: stop iterating
+}
+#endif
+
+void prefault_code() {
+#if defined(__linux__)
+  dl_iterate_phdr(touch_code_pages, reinterpret_cast<void*>(&prefault_code));
+#endif
+}
+
 // The CPU backend's warmup: its OpenMP thread team is created by the first parallel region, which
 // would otherwise be the first call's (milliseconds on a loaded machine).
 void cpu_start_threads() {
@@ -246,6 +288,7 @@ Workspace Workspace::create(Device device, const WorkspaceOptions& o) {
             "Workspace::create: stream is given but bind_stream is false (set bind_stream to bind the workspace)");
   if (device.type == DeviceType::kCUDA) detail::cuda_create_workspace(*ws.impl_);
   if (o.warmup) {
+    prefault_code();
     if (device.type == DeviceType::kCPU) cpu_start_threads();
     (void)detail::variants();  // the dispatcher's table, built once, here rather than in the first call
   }
