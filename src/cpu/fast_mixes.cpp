@@ -2,12 +2,14 @@
 // (m = (x @ fn^T) * r, spec section 3): AVX-512, AVX2 + FMA or portable scalar code, chosen at
 // run time (fast.hpp: cpu::isa), every level with the same bits.
 //
-// Canonical order (the same bits for either SIMD path, any token tile, any row split and so any
+// Canonical order (the same bits for every SIMD level, any token tile, any row split and so any
 // thread count or T; cpu::dots in fast.hpp): K is cut into chunks of kChunk = 256; within a chunk
 // 8 fp32 lanes (lane l takes k = l mod 8, in k order) run an FMA chain from +0, the 8 lanes are
 // widened to double and summed in the fixed tree ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) = P(c), and
-// the dot is 0.0 + P(0) + P(1) + ... in double. sum(x^2) is formed in double (exact products,
-// 32 lanes in k order, a fixed tree: fast.hpp).
+// the dot is 0.0 + P(0) + P(1) + ... in double. The mixes' sum of squares is the same dot of x with
+// itself (cpu::selfdot; the AVX-512 dots form it in the same pass over x); cpu::sumsq, its double
+// fallback and the fold's sum, is formed in double (exact products, 32 lanes in k order, a fixed
+// tree: fast.hpp).
 //
 // The AVX-512 code holds two tokens in one 16-lane register (lanes 0..7: token 2p's 8 lanes,
 // 8..15: token 2p + 1's), so each lane still runs the canonical chain; one broadcast weight load

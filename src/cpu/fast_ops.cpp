@@ -2,15 +2,16 @@
 // (mixes, collapse, pre, pre_broadcast, post_pre, head: *.cpu_fast), n = 4, any H >= 1.
 //
 // Each token runs the oracle's pipeline (src/core/problem.hpp): post (fast_post.cpp: the
-// oracle's bits) -> mixes (fast_mixes.cpp: fp32 chunked dots in the canonical order, then the
-// oracle's own double epilogue, reference_mixes_epilogue) -> collapse. The collapse is the exact
+// oracle's bits) -> mixes (fast_mixes.cpp: fp32 chunked dots in the canonical order and the sum of
+// squares as x's dot with itself in that order, ss_of; then the oracle's own double epilogue,
+// reference_mixes_epilogue) -> collapse. The collapse is the exact
 // bf16 sum of exact_sum.hpp (the oracle's bits for a carried, identity or mean pre; with a
 // computed pre its fp32-rounded weights are the only difference from the oracle). The RMSNorm
 // fold: sum(u^2) in double (cpu::sumsq), inv = 1/sqrt(mean + eps) in double, y = (u * inv) * w in
 // fp32 with the bound 5 u |y|, certified as in exact_sum.hpp, else y in double as the oracle
 // forms it, rounded once: within 1 ulp of the oracle, and its bits wherever both inv agree.
 // pre_broadcast's mixes read the embedding [T,H] against the pre-summed fn_b (spec 4.4), with
-// sum(x^2) = n sum(e^2) over the K = nH copies.
+// sum(x^2) = n sum(e^2) over the K = nH copies.  Every level of cpu::isa() gives the same bits.
 //
 // Threading (OpenMP, static schedules): T > kPhasedMaxT: one work item per tile of kTile tokens,
 // the whole pipeline per tile (its residual_out stays in cache for the mixes and the collapse).
