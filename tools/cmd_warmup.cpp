@@ -14,12 +14,12 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "mhc/mhc.hpp"
+#include "tools/bench.hpp"
 #include "tools/cli.hpp"
 #include "tools/model.hpp"
 
@@ -195,92 +195,39 @@ int run_warmup(const WarmupOptions& o) {
   Mem residual_out(res_h.data(), res_h.size() * 2, gpu), layer_input(x_h.data(), x_h.size() * 2, gpu);
   Mem post_out(post_h.data(), post_h.size() * 4, gpu), comb_out(comb_h.data(), comb_h.size() * 4, gpu);
   Mem pre_out(post_h.data(), post_h.size() * 4, gpu);
-  auto view = [&](const Mem& m, DType dt, std::initializer_list<int64_t> shape) {
-    return make_view(m.ptr, dt, shape, device);
-  };
-  Exec exec;
-  exec.workspace = gpu ? &ws : nullptr;
-
-  struct OpRun {
-    const char* name;
-    std::function<void()> call;
-  };
-  const DType bf = DType::kBFloat16, f32 = DType::kFloat32;
-  std::vector<OpRun> ops;
-  ops.push_back({"pre_broadcast", [&] {
-                   PreBroadcastArgs a;
-                   a.config = c;
-                   a.embedding = view(x, bf, {T, H});
-                   a.weights = &w;
-                   a.rmsnorm_weight = view(norm, bf, {H});
-                   a.layer_input = view(layer_input, bf, {T, H});
-                   a.post_mix = view(post_out, f32, {T, n});
-                   a.comb_mix = view(comb_out, f32, {T, n, n});
-                   a.exec = exec;
-                   pre_broadcast(a);
-                 }});
-  ops.push_back({"post_pre", [&] {
-                   PostPreArgs a;
-                   a.config = c;
-                   a.layer_output = view(x, bf, {T, H});
-                   a.residual = view(residual, bf, {T, n, H});
-                   a.post_mix = view(post, f32, {T, n});
-                   a.comb_mix = view(comb, f32, {T, n, n});
-                   a.weights = &w;
-                   a.rmsnorm_weight = view(norm, bf, {H});
-                   a.residual_out = view(residual_out, bf, {T, n, H});
-                   a.layer_input = view(layer_input, bf, {T, H});
-                   a.post_mix_out = view(post_out, f32, {T, n});
-                   a.comb_mix_out = view(comb_out, f32, {T, n, n});
-                   a.exec = exec;
-                   post_pre(a);
-                 }});
-  ops.push_back({"pre", [&] {
-                   PreArgs a;
-                   a.config = c;
-                   a.residual = view(residual, bf, {T, n, H});
-                   a.weights = &w;
-                   a.rmsnorm_weight = view(norm, bf, {H});
-                   a.layer_input = view(layer_input, bf, {T, H});
-                   a.post_mix = view(post_out, f32, {T, n});
-                   a.comb_mix = view(comb_out, f32, {T, n, n});
-                   a.pre_mix_out = view(pre_out, f32, {T, n});
-                   a.exec = exec;
-                   mhc::pre(a);
-                 }});
-  ops.push_back({"post", [&] {
-                   PostArgs a;
-                   a.config = c;
-                   a.layer_output = view(x, bf, {T, H});
-                   a.residual = view(residual, bf, {T, n, H});
-                   a.post_mix = view(post, f32, {T, n});
-                   a.comb_mix = view(comb, f32, {T, n, n});
-                   a.residual_out = view(residual_out, bf, {T, n, H});
-                   a.exec = exec;
-                   mhc::post(a);
-                 }});
-  ops.push_back({"head", [&] {
-                   HeadArgs a;
-                   a.config = c;
-                   a.kind = HeadKind::kLearned;
-                   a.residual = view(residual, bf, {T, n, H});
-                   a.weights = &hw;
-                   a.rmsnorm_weight = view(norm, bf, {H});
-                   a.output = view(layer_input, bf, {T, H});
-                   a.exec = exec;
-                   head(a);
-                 }});
+  // Each operator's call as the benchmark makes it (tools/bench_common.cpp), normal mode, folded.
+  tools::bench::SlotPtrs in, next;
+  in.residual = residual.ptr;
+  in.layer_output = x.ptr;
+  in.embedding = x.ptr;
+  in.layer_input = layer_input.ptr;
+  in.post_mix = post.ptr;
+  in.comb_mix = comb.ptr;
+  next.residual = residual_out.ptr;
+  next.post_mix = post_out.ptr;
+  next.comb_mix = comb_out.ptr;
+  next.pre_mix = pre_out.ptr;
+  tools::bench::ChainCall call;
+  call.config = c;
+  call.T = T;
+  call.device = device;
+  call.exec.workspace = gpu ? &ws : nullptr;
+  call.mix = &w;
+  call.head = &hw;
+  call.norm = norm.ptr;
+  const char* const ops[] = {"pre_broadcast", "post_pre", "pre", "post", "head"};
   sync(gpu);
   busy_gpu(device, o.busy_ms);
-  for (const OpRun& op : ops) {
+  for (const char* name : ops) {
+    call.op = name;
     const double f0 = now_ms();
-    op.call();
+    tools::bench::chain_call(call, in, next, true);
     sync(gpu);
     const double first_us = (now_ms() - f0) * 1000.0;
     std::vector<double> later;
     for (int i = 0; i < 21; ++i) {
       const double l0 = now_ms();
-      op.call();
+      tools::bench::chain_call(call, in, next, true);
       sync(gpu);
       later.push_back((now_ms() - l0) * 1000.0);
     }
@@ -289,7 +236,7 @@ int run_warmup(const WarmupOptions& o) {
     std::snprintf(line, sizeof line,
                   "{\"what\": \"first_call\", \"op\": \"%s\", \"model\": \"%s\", \"T\": %lld, \"warmup\": %s, "
                   "\"first_us\": %.2f, \"steady_us\": %.2f, \"ratio\": %.3f}",
-                  op.name, preset.name.c_str(), static_cast<long long>(T), o.no_warmup ? "false" : "true",
+                  name, preset.name.c_str(), static_cast<long long>(T), o.no_warmup ? "false" : "true",
                   first_us, steady_us, steady_us > 0 ? first_us / steady_us : 0.0);
     emit(o, line);
   }
