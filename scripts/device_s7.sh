@@ -46,7 +46,7 @@ fi
 
 if [[ "$steps" == *" decode "* ]]; then
   S decode
-  for v in ${MHC_S7_DECODE_VARIANTS:-decode_chunk decode_lean}; do
+  for v in ${MHC_S7_DECODE_VARIANTS:-decode_chunk decode}; do
     for op in "post_pre normal_fold,shifted_fold" "pre normal_fold" "head learned_fold" "pre_broadcast normal_fold" "mixes plain"; do
       set -- $op
       timeout 30 $B bench --ops "$1" --modes "$2" --H ${MHC_S7_DECODE_H:-4096,5120,7168} --T ${MHC_S7_DECODE_T:-1,2,4,8,16,32,64} --variant "$1.cuda_n4_$v" \

@@ -17,22 +17,17 @@ std::vector<Variant> cuda_variants() {
   constexpr const char* kN4Decode =
       "CUDA, n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows, 1 <= T <= the workspace's decode limit "
       "(WorkspaceOptions::decode_max_tokens, default 64)";
-  constexpr const char* kN4DecodeLean =
+  constexpr const char* kN4DecodeChunk =
       "as cuda_n4_decode, H <= 8192";
   constexpr const char* kDecodeChunkPlan =
       "decode_chunk_kernel (one launch: a block per (chunk, 16 tokens) forms the post and the chunk partials; "
       "the last min(T, blocks) to finish reduce them, collapse and run the epilogue)";
-  constexpr const char* kDecodeLeanPlan =
-      "decode_kernel<lean> (one launch; each unit forms its own stream's post, phase 2 the sums of squares)";
   constexpr const char* kDecodePlan =
       "decode_kernel (one launch: unit blocks form the post and the dots, then one block per token the "
       "collapse and one the epilogue)";
   // The rows every operator with a mixes stage has, alike but for id and operator.
   auto decode_chunk = [&](const char* id, Op op) {
-    return Variant{id, op, DeviceType::kCUDA, kN4DecodeLean, n4_decode_chunk_supports, n4_decode_chunk_run, kDecodeChunkPlan, "n4"};
-  };
-  auto decode_lean = [&](const char* id, Op op) {
-    return Variant{id, op, DeviceType::kCUDA, kN4DecodeLean, n4_decode_lean_supports, n4_decode_lean_run, kDecodeLeanPlan, "n4"};
+    return Variant{id, op, DeviceType::kCUDA, kN4DecodeChunk, n4_decode_chunk_supports, n4_decode_chunk_run, kDecodeChunkPlan, "n4"};
   };
   auto decode = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4"};
@@ -43,7 +38,6 @@ std::vector<Variant> cuda_variants() {
   return {
       // mixes
       decode_chunk("mixes.cuda_n4_decode_chunk", Op::kMixes),
-      decode_lean("mixes.cuda_n4_decode_lean", Op::kMixes),
       decode("mixes.cuda_n4_decode", Op::kMixes),
       {"mixes.cuda_n4_staged", Op::kMixes, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel", "n4", n4_staged_prefer},
       {"mixes.cuda_n4_staged_wg", Op::kMixes, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel", "n4", n4_staged_prefer},
@@ -55,7 +49,6 @@ std::vector<Variant> cuda_variants() {
       generic("collapse.cuda_generic", Op::kCollapse),
       // pre
       decode_chunk("pre.cuda_n4_decode_chunk", Op::kPre),
-      decode_lean("pre.cuda_n4_decode_lean", Op::kPre),
       decode("pre.cuda_n4_decode", Op::kPre),
       {"pre.cuda_n4_staged", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4_staged_wg", Op::kPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
@@ -63,7 +56,6 @@ std::vector<Variant> cuda_variants() {
       generic("pre.cuda_generic", Op::kPre),
       // pre_broadcast
       decode_chunk("pre_broadcast.cuda_n4_decode_chunk", Op::kPreBroadcast),
-      decode_lean("pre_broadcast.cuda_n4_decode_lean", Op::kPreBroadcast),
       decode("pre_broadcast.cuda_n4_decode", Op::kPreBroadcast),
       {"pre_broadcast.cuda_n4", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
       generic("pre_broadcast.cuda_generic", Op::kPreBroadcast),
@@ -75,7 +67,6 @@ std::vector<Variant> cuda_variants() {
       generic("post.cuda_generic", Op::kPost),
       // post_pre
       decode_chunk("post_pre.cuda_n4_decode_chunk", Op::kPostPre),
-      decode_lean("post_pre.cuda_n4_decode_lean", Op::kPostPre),
       decode("post_pre.cuda_n4_decode", Op::kPostPre),
       {"post_pre.cuda_n4_staged", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "post_kernel -> gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4_staged_wg", Op::kPostPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "post_kernel -> gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
@@ -84,7 +75,6 @@ std::vector<Variant> cuda_variants() {
       generic("post_pre.cuda_generic", Op::kPostPre),
       // head
       decode_chunk("head.cuda_n4_decode_chunk", Op::kHead),
-      decode_lean("head.cuda_n4_decode_lean", Op::kHead),
       decode("head.cuda_n4_decode", Op::kHead),
       {"head.cuda_n4_staged", Op::kHead, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4_staged_wg", Op::kHead, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},

@@ -21,20 +21,20 @@ void n4_run(const detail::Problem& p);
 // workspace's decode_tokens; the same bits as n4_run.
 bool n4_decode_supports(const detail::Problem& p);
 void n4_decode_run(const detail::Problem& p);
-// The same kernel's lean form (H <= 8192): each unit forms only its own stream's post.
+// decode_chunk_kernel (H <= 8192): a block per (chunk, 16 tokens), the same bits.
 bool n4_decode_chunk_supports(const detail::Problem& p);
 void n4_decode_chunk_run(const detail::Problem& p);
-bool n4_decode_lean_supports(const detail::Problem& p);
-void n4_decode_lean_run(const detail::Problem& p);
 // src/cuda/n4/staged.cu: the staged plan (post_kernel -> GEMM stage -> finalize_kernel ->
 // collapse_stream_kernel) for every op but post and pre_broadcast; the same bits as n4_run.
 bool n4_staged_supports(const detail::Problem& p);
 void n4_staged_run(const detail::Problem& p);
-/// Where the dispatcher prefers the staged plan (T >= kStagedPreferTokens).
+// The same plan with gemm_wg_kernel as its GEMM stage (staged_wg), and post_pre with
+// post_gemm_wg_kernel in place of post_kernel and the GEMM stage (fused_wg): sm_90a, the same bits.
 bool n4_staged_wg_supports(const detail::Problem& p);
+void n4_staged_wg_run(const detail::Problem& p);
 bool n4_fused_wg_supports(const detail::Problem& p);
 void n4_fused_wg_run(const detail::Problem& p);
-void n4_staged_wg_run(const detail::Problem& p);
+/// Where the dispatcher prefers the staged plan (T >= kStagedPreferTokens).
 bool n4_staged_prefer(const detail::Problem& p);
 bool n4_staged_prefer_post_pre(const detail::Problem& p);
 // src/cuda/n4/staged.cu: post alone with one form of post_kernel each (n4_supports).

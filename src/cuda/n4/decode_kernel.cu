@@ -103,9 +103,7 @@ __device__ __forceinline__ uint4 pick(const uint4 (&v)[kN], int j) {
   return j == 0 ? v[0] : j == 1 ? v[1] : j == 2 ? v[2] : v[3];
 }
 
-// Phase 1 of unit (c, j) for tokens [g0, g0 + kGroup). kLean: the post stage of stream j alone
-// (post1) and no sum of squares (phase 2 forms it from the new residual).
-template <bool kLean>
+// Phase 1 of unit (c, j) for tokens [g0, g0 + kGroup).
 __device__ __forceinline__ void unit_group(const DecodeParams& d, int c, int j, int64_t g0, const uint2 (&b)[2][kMmaSteps],
                                            unsigned char* smem) {
   const N4Params& p = d.p;
@@ -127,14 +125,7 @@ __device__ __forceinline__ void unit_group(const DecodeParams& d, int c, int j, 
       uint4 r[kN];
 #pragma unroll
       for (int s = 0; s < kN; ++s) r[s] = ldcg16(res + s * p.res_stream_stride);
-      if (p.has_post && kLean) {
-        const uint4 lo = ldcg16(p.layer_output + t * p.layer_output_stride + col0);
-        float wj[kN + 1];  // post_weights' w[j]: (post[j], comb[0,j], .., comb[3,j])
-        wj[0] = __ldcg(p.post_mix + t * p.post_mix_stride + j);
-#pragma unroll
-        for (int s = 0; s < kN; ++s) wj[s + 1] = __ldcg(p.comb_mix + t * p.comb_mix_stride + s * kN + j);
-        x[0] = post1(wj, sum_error_scale(wj), r, lo);
-      } else if (p.has_post) {
+      if (p.has_post) {
         const uint4 lo = ldcg16(p.layer_output + t * p.layer_output_stride + col0);
         post8(token_post_weights(p, t), r, lo, x);
         x[0] = x[j];
@@ -149,7 +140,7 @@ __device__ __forceinline__ void unit_group(const DecodeParams& d, int c, int j, 
       for (int s = 0; s < kN; ++s) x[s] = make_uint4(0, 0, 0, 0);
     }
     *reinterpret_cast<uint4*>(tile + tl * kDXStride + cv * 8) = x[0];
-    if (!kLean && j == 0) {
+    if (j == 0) {
       // x[0] is stream 0 here (j = 0), x[1..3] the other streams, as mix_post_item sums them.
       const float sq = chunk_squares_butterfly(vector_squares(x));
       if (cv == 0 && valid) d.dp[(t * p.chunks + c) * kUnitPartial + kRows] = sq;
@@ -196,13 +187,11 @@ __device__ __forceinline__ void unit_group(const DecodeParams& d, int c, int j, 
 
 // The token's 24 dots and sum of squares in the canonical order (collapse_kernel's partial sum:
 // the chunk partial ((v_0 + v_1) + v_2) + v_3, then 8 interleaved groups of chunks, then the
-// groups in order) into s_dot[25]. All threads call it. kLean: the sum of squares' group sums
-// are already in s_part[.][24] (chunk_squares).
-template <bool kLean>
+// groups in order) into s_dot[25]. All threads call it.
 __device__ __forceinline__ void token_sums(const DecodeParams& d, int64_t t, float (*s_part)[kPartial], float* s_dot) {
   const N4Params& p = d.p;
   const int tid = threadIdx.x;
-  if (tid < kPartialSplit * kPartial && !(kLean && tid % kPartial == kRows)) {
+  if (tid < kPartialSplit * kPartial) {
     const int part = tid / kPartial, r = tid % kPartial;
     const float* src = d.dp + t * p.chunks * kUnitPartial + r;
     // The chunk partial ((v_0 + v_1) + v_2) + v_3 of the 4 streams' values (the sum of squares
@@ -222,30 +211,6 @@ __device__ __forceinline__ void token_sums(const DecodeParams& d, int64_t t, flo
   __syncthreads();
 }
 
-// The lean form's sums of squares, from the token's new residual in registers (load_row with
-// all streams): per (chunk, 8-column vector) the fmaf chain over streams then elements and the
-// butterfly over the chunk's 16 vectors, as mix_post_item forms them (thread tid holds vector
-// tid + 256 i, so a chunk's vectors are 16 consecutive lanes), then the 8 interleaved group sums
-// of the canonical order into s_part[.][24]. All threads call it.
-__device__ __forceinline__ void chunk_squares(const N4Params& p, const uint4 (&r)[kRowRegs][kN],
-                                              float (*s_part)[kPartial], float* s_chunk) {
-  const int tid = threadIdx.x;
-  const int64_t vecs = p.H / 8;
-#pragma unroll
-  for (int i = 0; i < kRowRegs; ++i) {
-    const int64_t v = tid + i * kDecodeThreads;
-    if (v < vecs) {  // warp-uniform: vecs is a multiple of 64
-      const float sq = chunk_squares_butterfly(vector_squares(r[i]));
-      if ((tid & 15) == 0) s_chunk[v >> 4] = sq;
-    }
-  }
-  __syncthreads();
-  if (tid < kPartialSplit) {
-    const float s = chunk_group_sum(tid, p.chunks, [&](int c) { return s_chunk[c]; });
-    s_part[tid][kRows] = s;
-  }
-}
-
 // The fresh pre of token t into s_pre (computed), or its carried pre; s_dot holds its sums.
 __device__ __forceinline__ void collapse_weights(const N4Params& p, int64_t t, bool computed, const float* s_dot,
                                                  float* s_pre) {
@@ -262,14 +227,12 @@ __device__ __forceinline__ void collapse_weights(const N4Params& p, int64_t t, b
   }
 }
 
-template <bool kLean>
 __global__ void __launch_bounds__(kDecodeThreads, 2) decode_kernel(const DecodeParams d) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float scratch[kDecodeThreads / 32];
   __shared__ float s_part[kPartialSplit][kPartial];
   __shared__ float s_dot[kPartial];
   __shared__ float s_pre[kN];
-  __shared__ float s_chunk[kMaxChunks];
   __shared__ int s_ticket;
   const N4Params& p = d.p;
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
@@ -287,7 +250,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 2) decode_kernel(const DecodeP
 
   if (ticket < d.units) {
     if (ticket != guess) load_b(p, ticket >> 2, ticket & 3, w, lane, b);
-    for (int64_t g0 = 0; g0 < p.T; g0 += kGroup) unit_group<kLean>(d, ticket >> 2, ticket & 3, g0, b, smem);
+    for (int64_t g0 = 0; g0 < p.T; g0 += kGroup) unit_group(d, ticket >> 2, ticket & 3, g0, b, smem);
     arrive(d.counters);
     if (phase2_blocks == 0) finish(d.counters, static_cast<uint32_t>(d.units));
     return;
@@ -297,7 +260,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 2) decode_kernel(const DecodeP
   const int64_t t = collapse_task ? task : task - d.collapse_blocks;
   const bool fold = p.rmsnorm_weight != nullptr;
   const int64_t vecs = p.H / 8;
-  const bool from_registers = kLean || vecs <= kRowRegs * kDecodeThreads;  // kLean: H <= 8192
+  const bool from_registers = vecs <= kRowRegs * kDecodeThreads;  // H <= 8192
   uint4* w_smem = reinterpret_cast<uint4*>(smem);
   if (collapse_task && fold && from_registers) {
     // The RMSNorm weight (a weight: no dependence on the units) while the units run.
@@ -306,38 +269,28 @@ __global__ void __launch_bounds__(kDecodeThreads, 2) decode_kernel(const DecodeP
   cp_async_commit();
   wait_for_units(d.counters, static_cast<uint32_t>(d.units));
   const bool computed = p.pre_source == PreSource::kComputed && !p.head_mean;
-  if (from_registers && (kLean || collapse_task)) {
+  if (from_registers && collapse_task) {
     // Every load of the token issued before any arithmetic: its streams, then its partials.
     uint4 r[kRowRegs][kN];
-    load_row<kRowRegs>(p, t, r, kLean);
-    if (kLean) chunk_squares(p, r, s_part, s_chunk);
-    if (collapse_task) {
-      if (computed) token_sums<kLean>(d, t, s_part, s_dot);
-      collapse_weights(p, t, computed, s_dot, s_pre);
-      cp_async_wait<0>();
-      __syncthreads();
-      uint4 wr[kRowRegs];
+    load_row<kRowRegs>(p, t, r, false);
+    if (computed) token_sums(d, t, s_part, s_dot);
+    collapse_weights(p, t, computed, s_dot, s_pre);
+    cp_async_wait<0>();
+    __syncthreads();
+    uint4 wr[kRowRegs];
 #pragma unroll
-      for (int i = 0; i < kRowRegs; ++i) {
-        const int64_t v = tid + i * kDecodeThreads;
-        wr[i] = fold && v < vecs ? w_smem[v] : make_uint4(0, 0, 0, 0);
-      }
-      collapse_loaded<kRowRegs>(p, t, s_pre, r, wr, scratch);
-    } else {
-      // The epilogue's outputs (pre_mix_out, post_mix_out, comb_mix_out) of one token.
-      token_sums<kLean>(d, t, s_part, s_dot);
-      if (tid == 0) {
-        float pre[kN];
-        mixes_epilogue<kN>(p.epi, s_dot, s_dot[kRows], p.inv_k, t, pre);
-      }
+    for (int i = 0; i < kRowRegs; ++i) {
+      const int64_t v = tid + i * kDecodeThreads;
+      wr[i] = fold && v < vecs ? w_smem[v] : make_uint4(0, 0, 0, 0);
     }
+    collapse_loaded<kRowRegs>(p, t, s_pre, r, wr, scratch);
   } else if (collapse_task) {
-    if (computed) token_sums<false>(d, t, s_part, s_dot);
+    if (computed) token_sums(d, t, s_part, s_dot);
     collapse_weights(p, t, computed, s_dot, s_pre);
     __syncthreads();
     collapse_row<true>(p, t, s_pre, smem, scratch);
   } else {
-    token_sums<false>(d, t, s_part, s_dot);
+    token_sums(d, t, s_part, s_dot);
     if (tid == 0) {
       float pre[kN];
       mixes_epilogue<kN>(p.epi, s_dot, s_dot[kRows], p.inv_k, t, pre);
@@ -357,9 +310,7 @@ size_t decode_scratch_bytes(int64_t tokens) {
   return static_cast<size_t>(tokens) * kMaxChunks * kUnitPartial * sizeof(float);
 }
 
-bool decode_lean_supports(int64_t H) { return H / 8 <= static_cast<int64_t>(kRowRegs) * kDecodeThreads; }
-
-void launch_decode_kernel(const N4Params& p, float* scratch, uint32_t* counters, const LaunchCtx& ctx, bool lean) {
+void launch_decode_kernel(const N4Params& p, float* scratch, uint32_t* counters, const LaunchCtx& ctx) {
   DecodeParams d{};
   d.p = p;
   d.dp = scratch;
@@ -368,8 +319,7 @@ void launch_decode_kernel(const N4Params& p, float* scratch, uint32_t* counters,
   d.collapse_blocks = p.has_collapse ? static_cast<int32_t>(p.T) : 0;
   d.epilogue_blocks = p.epi.head ? 0 : static_cast<int32_t>(p.T);
   const int32_t blocks = d.units + d.collapse_blocks + d.epilogue_blocks;
-  launch_kernel(lean ? decode_kernel<true> : decode_kernel<false>, dim3(static_cast<unsigned>(blocks)), kDecodeThreads,
-                kDecodeSmem, ctx, d);
+  launch_kernel(decode_kernel, dim3(static_cast<unsigned>(blocks)), kDecodeThreads, kDecodeSmem, ctx, d);
 }
 
 }  // namespace mhc::cuda::n4
@@ -378,6 +328,5 @@ void launch_decode_kernel(const N4Params& p, float* scratch, uint32_t* counters,
 // that every launched kernel is listed).
 #include "src/cuda/kernel_list.cuh"
 void mhc::cuda::n4::list_decode_kernels(KernelList& out) {
-  add_kernel(out, decode_kernel<false>, "n4::decode_kernel<false>");
-  add_kernel(out, decode_kernel<true>, "n4::decode_kernel<true> (lean)");
+  add_kernel(out, decode_kernel, "n4::decode_kernel");
 }

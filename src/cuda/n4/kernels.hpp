@@ -52,10 +52,7 @@ void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// decode_kernel (decode_kernel.cu): a whole op with a mixes stage in one launch, T <= 128.
 /// scratch: decode_scratch_bytes(T); counters: the workspace's [3] counters, zero between
 /// launches (the kernel leaves them so). One launch at a time per workspace.
-/// lean: units compute only their own stream's post and phase 2 the sums of squares (H <= 8192,
-/// decode_lean_supports); the same bits.
-void launch_decode_kernel(const N4Params& p, float* scratch, uint32_t* counters, const LaunchCtx& ctx, bool lean);
-bool decode_lean_supports(int64_t H);
+void launch_decode_kernel(const N4Params& p, float* scratch, uint32_t* counters, const LaunchCtx& ctx);
 /// decode_chunk_kernel (decode_chunk_kernel.cu): a whole op with a mixes stage in one launch of
 /// H / 128 x ceil(T / 16) blocks (a block per (chunk, 16 tokens); the last min(T, blocks) to finish
 /// phase 1 run phase 2),

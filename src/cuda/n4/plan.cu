@@ -116,16 +116,7 @@ void n4_decode_run(const detail::Problem& p) {
             ", the workspace's decode limit ", p.workspace != nullptr ? p.workspace->decode_tokens : 0, ")");
   if (p.T == 0) return;
   launch_decode_kernel(n4_params(p), static_cast<float*>(p.workspace->scratch), p.workspace->decode_counters,
-                       launch_ctx(p), false);
-}
-
-bool n4_decode_lean_supports(const detail::Problem& p) { return n4_decode_supports(p) && decode_lean_supports(p.H); }
-
-void n4_decode_lean_run(const detail::Problem& p) {
-  MHC_CHECK(n4_decode_lean_supports(p), detail::op_name(p.op), ": cuda_n4_decode_lean does not support this call");
-  if (p.T == 0) return;
-  launch_decode_kernel(n4_params(p), static_cast<float*>(p.workspace->scratch), p.workspace->decode_counters,
-                       launch_ctx(p), true);
+                       launch_ctx(p));
 }
 
 bool n4_decode_chunk_supports(const detail::Problem& p) { return n4_decode_supports(p) && decode_chunk_supports(p.H); }

@@ -67,20 +67,5 @@ __device__ __forceinline__ void post8(const PostWeights& pw, const uint4 (&res)[
 #pragma unroll
   for (int k = 0; k < kN; ++k) out[k] = make_uint4(w[k][0], w[k][1], w[k][2], w[k][3]);
 }
-/// One output stream k of post8 for 8 columns: the same bits as post8's out[k]. w: (post[k],
-/// comb[0,k], .., comb[3,k]), scale: sum_error_scale(w) (post_weights' w[k] and scale[k]).
-__device__ __forceinline__ uint4 post1(const float (&w)[kN + 1], float scale, const uint4 (&res)[kN], const uint4& lo) {
-  const uint4 terms[kN + 1] = {lo, res[0], res[1], res[2], res[3]};
-  uint32_t out[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float v0[kN + 1], v1[kN + 1], abs0, abs1;
-    column_pair(terms, i, v0, v1, abs0, abs1);
-    bool certified;
-    out[i] = sum_bf16x2_fast(w, v0, v1, sum_error_bound(scale, abs0), sum_error_bound(scale, abs1), certified);
-    if (!certified) out[i] = exact_sum_bf16x2_redo(w, v0, v1);
-  }
-  return make_uint4(out[0], out[1], out[2], out[3]);
-}
 
 }  // namespace mhc::cuda::n4
