@@ -483,7 +483,7 @@ std::vector<std::string> kernels_defined_in(const std::string& text) {
 TEST(EngineWarmup, EveryKernelInTheSourcesIsListed) {
   const std::vector<mhc::detail::KernelName> list = mhc::detail::cuda_kernel_names();
   if (list.empty()) GTEST_SKIP() << "built without CUDA: no kernel list";
-  std::set<std::string> listed;  // "n4::decode_kernel<true> (lean)" -> "decode_kernel"
+  std::set<std::string> listed;  // "n4::decode_chunk_kernel<true> (post)" -> "decode_chunk_kernel"
   for (const auto& k : list) {
     std::string name = k.name;
     name = name.substr(0, name.find_first_of("< "));  // the template arguments, the note
