@@ -8,6 +8,7 @@ const KernelList& all_kernels() {
   static const KernelList list = [] {
     KernelList out;
     list_generic_kernels(out);
+    list_warm_kernels(out);
     n4::list_mix_kernels(out);
     n4::list_gemm_kernels(out);
     n4::list_gemm_wg_kernels(out);

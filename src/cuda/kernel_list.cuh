@@ -28,6 +28,7 @@ void add_kernel(KernelList& out, void (*kernel)(Params...), const char* name) {
 
 // One per kernel file, defined in that file's launcher section.
 void list_generic_kernels(KernelList& out);  // src/cuda/generic.cu
+void list_warm_kernels(KernelList& out);     // src/cuda/warm_kernel.cu
 namespace n4 {
 void list_mix_kernels(KernelList& out);              // src/cuda/n4/mix_kernel.cu
 void list_gemm_kernels(KernelList& out);             // src/cuda/n4/gemm_kernel.cu
@@ -40,6 +41,10 @@ void list_collapse_stream_kernels(KernelList& out);  // src/cuda/n4/collapse_str
 void list_decode_kernels(KernelList& out);           // src/cuda/n4/decode_kernel.cu
 void list_decode_chunk_kernels(KernelList& out);     // src/cuda/n4/decode_chunk_kernel.cu
 }  // namespace n4
+
+/// Launches warm_kernel twice on the legacy stream the way the launchers launch (PDL where
+/// `pdl`) and waits: the first launch of a process costs tens of microseconds more.
+void launch_warm_kernel(bool pdl);
 
 /// Every kernel of this build (kernel_list.cu: the functions above, in this order).
 const KernelList& all_kernels();

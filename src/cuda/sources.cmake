@@ -4,6 +4,7 @@ set(MHC_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/backend.cu
   ${CMAKE_CURRENT_LIST_DIR}/variants.cu
   ${CMAKE_CURRENT_LIST_DIR}/kernel_list.cu
+  ${CMAKE_CURRENT_LIST_DIR}/warm_kernel.cu
   ${CMAKE_CURRENT_LIST_DIR}/generic.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/plan.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/fragments.cu

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Session 7 device calls. Runs from a snapshot of a commit (so other engineers' uncommitted edits
-# in the shared checkout never reach the GPU build):
-#   here:   rm -rf .snap && mkdir .snap && git archive HEAD | tar -x -C .snap
+# A session's device calls (sessions 7 and 8). Runs from a snapshot of a commit (so other
+# engineers' uncommitted edits in the shared checkout never reach the GPU build):
+#   here:   bash scripts/prepare_device.sh
+#           rm -rf .snap && mkdir .snap && git archive HEAD | tar -x -C .snap
 #           (.snap and .deps are ignored; the call carries both)
-#   device: cd .snap && bash scripts/device_s7.sh STEP...
-# Steps: test (GPU subset), decode (decode rows by variant), ncu (decode_chunk_kernel),
-# step (V4-Flash decode step), prefill (GEMM/staged rows), san (sanitizers over a subset).
+#   device: cd .snap && bash scripts/device_session.sh STEP...
+# Steps: record (the benchmark of record), test (GPU subset), decode (decode rows by variant),
+# ncu (decode_chunk_kernel), probe (decode_chunk_kernel's parts), ncugemm, wg (wgmma rows),
+# step (V4-Flash decode step), prefill (rows given in MHC_S7_PREFILL), warmup (mhc warmup's
+# create and first-call rows), san (the tools of MHC_S7_SAN_TOOLS over MHC_S7_SAN_FILTER).
 # Everything lands under $OUT/r; $OUT/summary.txt and $OUT/results.tgz come back.
 set -u
 export OUT=${OUT:-/tmp/o}
@@ -116,10 +119,31 @@ if [[ "$steps" == *" prefill "* ]]; then
   eval "${MHC_S7_PREFILL:-true}" 2>&1 | rows | tee -a "$R/summary.txt"
 fi
 
+if [[ "$steps" == *" warmup "* ]]; then
+  # Fresh processes: Workspace::create, then each operator's first call against its steady state,
+  # with and without the warmup, in two operator orders (is a first call slow for being the
+  # process's first, or its operator's first?).
+  S warmup
+  for args in "" "--no-warmup" "--ops post,head,pre_broadcast,post_pre,pre" "--ops post,head,pre_broadcast,post_pre,pre --no-warmup"; do
+    for T in 1 4096; do
+      timeout 30 $B warmup --max-tokens 65536 --first-call --tokens $T $args --out "$R/warmup.jsonl" > /dev/null 2>>"$R/warmup.log"
+    done
+  done
+  python3 - "$R/warmup.jsonl" <<'EOF' | tee -a "$R/summary.txt"
+import json, sys
+for r in map(json.loads, open(sys.argv[1])):
+    if r["what"] == "workspace_create":
+        print(f"create warmup={r['warmup']}: {r['create_ms']:.1f} ms ({r['loaded']}/{r['kernels']}), context {r['context_ms']:.0f} ms")
+    else:
+        print(f"  {r['op']} T={r['T']}: first {r['first_us']:.1f} us (host {r['first_host_us']:.1f}) steady {r['steady_us']:.1f} "
+              f"(host {r['steady_host_us']:.1f}) ratio {r['ratio']:.2f}")
+EOF
+fi
+
 if [[ "$steps" == *" san "* ]]; then
   S san
   SF=${MHC_S7_SAN_FILTER:-'Grid/GpuGrid.MatchesReference/post_pre_shifted_norm_n4_H4096:Grid/GpuGrid.MatchesReference/pre_computed_norm_n4_H4096:Grid/GpuGrid.MatchesReference/head_learned_norm_n4_H4096:GpuErrors.*'}
-  for tool in memcheck synccheck racecheck; do
+  for tool in ${MHC_S7_SAN_TOOLS:-memcheck synccheck racecheck}; do
     timeout "${MHC_S7_SAN_S:-45}" compute-sanitizer --tool $tool --error-exitcode 9 $BD/tests/test_gpu --gtest_filter="$SF" \
       --gtest_brief=1 > "$R/san-$tool.log" 2>&1
     echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$R/san-$tool.log" | tail -1) $(grep -E '^\[  PASSED|^\[  FAILED' "$R/san-$tool.log" | head -2 | tr '\n' ' ')" | tee -a "$R/summary.txt"
