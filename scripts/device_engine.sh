@@ -92,8 +92,9 @@ EOF
 )"
 fi
 
-if [[ "$steps" == *" python "* ]]; then
-  t0=$(date +%s)
+# pybuild: only the package build (e.g. in the background while other work runs); python reuses
+# it when the same commit's build is there (/tmp/mhc-py-engine/.built), else builds first.
+py_build() {
   rm -rf /tmp/mhc-py-engine
   cli11=()
   [ -d .deps/cli11 ] && cli11=(-C "cmake.define.MHC_CLI11_INCLUDE=$PWD/.deps/cli11")
@@ -101,8 +102,22 @@ if [[ "$steps" == *" python "* ]]; then
   # error otherwise).
   python3 -m pip install --no-build-isolation --no-deps -q --target /tmp/mhc-py-engine \
     -C cmake.define.MHC_CUDA_ARCHITECTURES=90a -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90a \
-    -C cmake.define.MHC_BUILD_TORCH=ON "${cli11[@]}" -C build-dir=build-py-engine . > "$OUT/python-build.log" 2>&1
-  rc=$?
+    -C cmake.define.MHC_BUILD_TORCH=ON "${cli11[@]}" -C build-dir=build-py-engine . > "$OUT/python-build.log" 2>&1 || return 1
+  (git rev-parse HEAD 2>/dev/null || echo unknown) > /tmp/mhc-py-engine/.built
+}
+if [[ "$steps" == *" pybuild "* ]]; then
+  t0=$(date +%s)
+  py_build
+  note "python build rc=$? ($(( $(date +%s) - t0 )) s)"
+fi
+
+if [[ "$steps" == *" python "* ]]; then
+  t0=$(date +%s)
+  rc=0
+  if [ ! -f /tmp/mhc-py-engine/.built ] || [ "$(cat /tmp/mhc-py-engine/.built)" != "$(git rev-parse HEAD 2>/dev/null || echo unknown)" ]; then
+    py_build
+    rc=$?
+  fi
   if [ $rc -eq 0 ]; then
     (cd tests/python && PYTHONPATH=/tmp/mhc-py-engine MHC_REQUIRE_TORCH_CPP=1 timeout 420 python3 -m pytest -q \
       -p no:cacheprovider test_engine.py test_engine_torch.py test_torch_cuda.py) > "$OUT/python-tests.log" 2>&1 || rc=1
