@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "mhc/weights.hpp"
@@ -26,6 +27,10 @@ void cuda_attach_weights(PreparedWeights::Impl& w, const void* buffer);
 /// Allocates and initialises the workspace on ws.device (synchronous); warms the device up
 /// where ws.warmup.
 void cuda_create_workspace(Workspace::Impl& ws);
+/// `bytes` of zeroed device memory on `device` (synchronous), freed with the last owner.
+std::shared_ptr<void> cuda_zeroed(Device device, size_t bytes);
+/// Waits for `stream` (a cudaStream_t; null: the legacy default stream) on `device`.
+void cuda_sync(Device device, void* stream);
 /// mhc::warmup on a CUDA device; where `loaded` is not null it receives the host function
 /// pointer of every kernel loaded.
 WarmupReport cuda_warmup(Device device, std::vector<const void*>* loaded = nullptr);

@@ -22,6 +22,12 @@ void cuda_create_workspace(Workspace::Impl&) {
   MHC_FAIL("Workspace::create: device cuda requested, but this build of mhc has no CUDA backend");
 }
 
+std::shared_ptr<void> cuda_zeroed(Device, size_t) {
+  MHC_FAIL("device cuda requested, but this build of mhc has no CUDA backend");
+}
+
+void cuda_sync(Device, void*) { MHC_FAIL("device cuda requested, but this build of mhc has no CUDA backend"); }
+
 WarmupReport cuda_warmup(Device, std::vector<const void*>*) {
   MHC_FAIL("warmup: device cuda requested, but this build of mhc has no CUDA backend");
 }

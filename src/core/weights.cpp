@@ -13,6 +13,7 @@
 
 #include "mhc/error.hpp"
 #include "src/core/cuda_hooks.hpp"
+#include "src/core/warm_calls.hpp"
 #include "src/core/prepared.hpp"
 #include "src/registry/registry.hpp"
 
@@ -291,6 +292,7 @@ Workspace Workspace::create(Device device, const WorkspaceOptions& o) {
     prefault_code();
     if (device.type == DeviceType::kCPU) cpu_start_threads();
     (void)detail::variants();  // the dispatcher's table, built once, here rather than in the first call
+    detail::warm_calls(ws);     // CUDA: one call of each operator, so the first real one costs what later ones do
   }
   return ws;
 }

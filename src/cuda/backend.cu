@@ -136,6 +136,19 @@ void cuda_upload_weights(PreparedWeights::Impl& w, void* destination) {
   point_into(w, block, l);
 }
 
+std::shared_ptr<void> cuda_zeroed(Device device, size_t bytes) {
+  std::shared_ptr<void> p = device_alloc(device, bytes);
+  const DeviceGuard guard(device.id);
+  MHC_CUDA_CHECK(cudaMemset(p.get(), 0, bytes == 0 ? 16 : bytes));
+  MHC_CUDA_CHECK(cudaDeviceSynchronize());
+  return p;
+}
+
+void cuda_sync(Device device, void* stream) {
+  const DeviceGuard guard(device.id);
+  MHC_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+}
+
 WarmupReport cuda_warmup(Device device, std::vector<const void*>* loaded) {
   MHC_CHECK(device.id >= 0 && device.id < cuda_device_count(), "warmup: device ", device_name(device),
             " is not a visible CUDA device (", cuda_device_count(), " visible)");
