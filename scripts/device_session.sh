@@ -102,7 +102,7 @@ if [[ "$steps" == *" wg "* ]]; then
       timeout 20 $B bench --ops pre --modes normal_fold --H 4096,7168 --T 4096,16384 --variant pre.cuda_n4_$v \
         --budget-s 14 --out "$R/wg-pre-$v.jsonl" 2>&1 | rows
     done
-    for v in fused_wg staged_wg; do
+    for v in staged_wg staged; do
       timeout 20 $B bench --ops post_pre --modes normal_fold --H 4096,7168 --T 4096,16384 \
         --variant post_pre.cuda_n4_$v --budget-s 14 --out "$R/wg-post_pre-$v.jsonl" 2>&1 | rows
     done

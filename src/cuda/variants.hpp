@@ -28,12 +28,9 @@ void n4_decode_chunk_run(const detail::Problem& p);
 // collapse_stream_kernel) for every op but post and pre_broadcast; the same bits as n4_run.
 bool n4_staged_supports(const detail::Problem& p);
 void n4_staged_run(const detail::Problem& p);
-// The same plan with gemm_wg_kernel as its GEMM stage (staged_wg), and post_pre with
-// post_gemm_wg_kernel in place of post_kernel and the GEMM stage (fused_wg): sm_90a, the same bits.
+// The same plan with gemm_wg_kernel as its GEMM stage (staged_wg): sm_90a, the same bits.
 bool n4_staged_wg_supports(const detail::Problem& p);
 void n4_staged_wg_run(const detail::Problem& p);
-bool n4_fused_wg_supports(const detail::Problem& p);
-void n4_fused_wg_run(const detail::Problem& p);
 /// Where the dispatcher prefers the staged plan (T >= kStagedPreferTokens).
 bool n4_staged_prefer(const detail::Problem& p);
 bool n4_staged_prefer_post_pre(const detail::Problem& p);

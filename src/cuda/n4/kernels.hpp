@@ -27,12 +27,6 @@ void launch_gemm_wg_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// True where `device` is compute capability 9.0, this binary has gemm_wg_kernel's sm_90a code
 /// and 200 KB of shared memory per block (then it also sets that limit).
 bool configure_gemm_wg_kernel(int device);
-/// post_gemm_wg_kernel (post_gemm_wg_kernel.cu): post_kernel's residual_out and, from it in shared
-/// memory, gemm_wg_kernel's partials, in one kernel (sm_90a; p.has_post).
-void launch_post_gemm_wg_kernel(const N4Params& p, const LaunchCtx& ctx);
-/// Sets its 218 KB shared-memory limit on `device`; false where the device has less (call only
-/// where configure_gemm_wg_kernel accepted the device).
-bool configure_post_gemm_wg_kernel(int device);
 /// collapse_kernel (collapse_kernel.cu): epilogue of the partials (p.has_mixes) and collapse.
 void launch_collapse_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// post_kernel (post_kernel.cu): post alone. `variant` picks the kernel's form (same bits):

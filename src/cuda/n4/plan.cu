@@ -133,7 +133,7 @@ bool n4_configure_device(bool* gemm, bool* gemm_wg) {
   int device = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&device));
   *gemm = configure_gemm_kernel(device);
-  *gemm_wg = configure_gemm_wg_kernel(device) && configure_post_gemm_wg_kernel(device);
+  *gemm_wg = configure_gemm_wg_kernel(device);
   return configure_mix_kernel(device);
 }
 

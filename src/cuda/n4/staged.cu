@@ -36,7 +36,7 @@ constexpr int64_t kStagedPreferPostPre = 4096;
 // Which kernel runs the GEMM stage (the same contract and bits): gemm_wg_kernel (wgmma, the
 // staged_wg rows), gemm_kernel (mma.sync, where Workspace::create could give it 200 KB of shared
 // memory), else mix_kernel without its post stage.
-enum class Gemm { kWgmma, kMma, kMix, kFusedWgmma };  // kFusedWgmma: post_gemm_wg_kernel for post_pre
+enum class Gemm { kWgmma, kMma, kMix };
 
 // The GEMM stage of a slice: the partial dots and sums of squares of the streams the collapse
 // reads (p.x: the new residual for post_pre, else the input streams), nothing else written.
@@ -77,13 +77,6 @@ void n4_staged_run(const detail::Problem& p) {
   staged_run(p, p.workspace != nullptr && p.workspace->n4_gemm ? Gemm::kMma : Gemm::kMix);
 }
 
-bool n4_fused_wg_supports(const detail::Problem& p) { return n4_staged_wg_supports(p) && p.has_post_stage(); }
-
-void n4_fused_wg_run(const detail::Problem& p) {
-  MHC_CHECK(n4_fused_wg_supports(p), detail::op_name(p.op), ": cuda_n4_fused_wg does not support this call");
-  staged_run(p, Gemm::kFusedWgmma);
-}
-
 void n4_staged_wg_run(const detail::Problem& p) {
   MHC_CHECK(n4_staged_wg_supports(p), detail::op_name(p.op), ": cuda_n4_staged_wg does not support this call");
   staged_run(p, Gemm::kWgmma);
@@ -119,12 +112,8 @@ void staged_run(const detail::Problem& p, Gemm gemm) {
   for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
     const N4Params s = slice_params(k, t0, count);
-    if (gemm == Gemm::kFusedWgmma && s.has_post) {
-      launch_post_gemm_wg_kernel(s, ctx);  // the post stage and the GEMM stage in one kernel
-    } else {
-      if (s.has_post) launch_post_kernel(s, ctx);
-      launch_gemm_stage(s, ctx, gemm == Gemm::kFusedWgmma ? Gemm::kWgmma : gemm);
-    }
+    if (s.has_post) launch_post_kernel(s, ctx);
+    launch_gemm_stage(s, ctx, gemm);
     launch_finalize_kernel(s, pre, ctx);
     if (!s.has_collapse) continue;
     N4Params c = s;

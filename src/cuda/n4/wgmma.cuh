@@ -1,6 +1,6 @@
 // src/cuda/n4/wgmma.cuh - Hopper warpgroup MMA (wgmma, sm_90a) for the n = 4 mixes: the shared
-// memory layouts, descriptors and instruction wrappers that gemm_wg_kernel and post_gemm_wg_kernel
-// share, and the load of a chunk's B operand from fn_frag.
+// memory layouts, descriptors and instruction wrappers of gemm_wg_kernel, and the load of a
+// chunk's B operand from fn_frag.
 //
 // Layouts: no-swizzle K-major (core matrix: 8 rows x 16 bytes = 8 consecutive k's of a row, 128
 // contiguous bytes). A (64 tokens x 128 k's of one stream): core (k_blk, m_blk) at (k_blk * 8 +
