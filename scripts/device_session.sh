@@ -7,7 +7,7 @@
 #   device: cd .snap && bash scripts/device_session.sh STEP...
 # Steps: record (the benchmark of record), test (GPU subset), decode (decode rows by variant),
 # ncu (decode_chunk_kernel), probe (decode_chunk_kernel's parts), ncugemm, wg (wgmma rows),
-# step (V4-Flash decode step), prefill (rows given in MHC_S7_PREFILL), warmup (mhc warmup's
+# sinkhorn (bench/probes/sinkhorn_forms.cu), step (V4-Flash decode step), prefill (rows given in MHC_S7_PREFILL), warmup (mhc warmup's
 # create and first-call rows), san (the tools of MHC_S7_SAN_TOOLS over MHC_S7_SAN_FILTER).
 # Everything lands under $OUT/r; $OUT/summary.txt and $OUT/results.tgz come back.
 set -u
@@ -49,11 +49,15 @@ fi
 
 if [[ "$steps" == *" decode "* ]]; then
   S decode
-  for v in ${MHC_S7_DECODE_VARIANTS:-decode_chunk decode}; do
-    for op in "post_pre normal_fold,shifted_fold" "pre normal_fold" "head learned_fold" "pre_broadcast normal_fold" "mixes plain"; do
+  # MHC_S7_DECODE_VARIANTS: variant suffixes (cuda_n4_decode_chunk, cuda_n4_decode, cuda_n4: the
+  # two-kernel plan); MHC_S7_DECODE_OPS: "op modes" pairs separated by ';'; MHC_S7_DECODE_ARGS:
+  # extra bench arguments (e.g. --decode-max-tokens 128).
+  IFS=';' read -ra dops <<< "${MHC_S7_DECODE_OPS:-post_pre normal_fold,shifted_fold;pre normal_fold;head learned_fold;pre_broadcast normal_fold;mixes plain}"
+  for v in ${MHC_S7_DECODE_VARIANTS:-cuda_n4_decode_chunk cuda_n4_decode}; do
+    for op in "${dops[@]}"; do
       set -- $op
-      timeout 30 $B bench --ops "$1" --modes "$2" --H ${MHC_S7_DECODE_H:-4096,5120,7168} --T ${MHC_S7_DECODE_T:-1,2,4,8,16,32,64} --variant "$1.cuda_n4_$v" \
-        --budget-s 20 --out "$R/decode-$1-$v.jsonl" 2>&1 | rows
+      timeout 40 $B bench --ops "$1" --modes "$2" --H ${MHC_S7_DECODE_H:-4096,5120,7168} --T ${MHC_S7_DECODE_T:-1,2,4,8,16,32,64} --variant "$1.$v" \
+        ${MHC_S7_DECODE_ARGS:-} --budget-s ${MHC_S7_DECODE_S:-20} --out "$R/decode-$1-$v.jsonl" 2>&1 | rows
     done
   done | tee -a "$R/summary.txt"
 fi
@@ -76,7 +80,8 @@ if [[ "$steps" == *" probe "* ]]; then
     -DMHC_CLI11_INCLUDE="$PWD/.deps/cli11" > "$R/probe-configure.log" 2>&1
   cmake --build ../build-s7-probe --target mhc_cli > "$R/probe-build.log" 2>&1 || tail -5 "$R/probe-build.log"
   for lvl in 1 2 3 4 5 6 0; do
-    for op in "post_pre normal_fold" "head learned_fold" "pre normal_fold"; do
+    IFS=';' read -ra pops <<< "${MHC_S7_PROBE_OPS:-post_pre normal_fold;head learned_fold;pre normal_fold}"
+    for op in "${pops[@]}"; do
       set -- $op
       MHC_DECODE_PROBE=$lvl timeout 20 ../build-s7-probe/tools/mhc bench --ops "$1" --modes "$2" --H 4096 --T 1,16 \
         --variant "$1.cuda_n4_decode_chunk" --budget-s 10 2>&1 | rows | sed "s/^/probe $lvl: /"
@@ -107,6 +112,13 @@ if [[ "$steps" == *" wg "* ]]; then
         --variant post_pre.cuda_n4_$v --budget-s 14 --out "$R/wg-post_pre-$v.jsonl" 2>&1 | rows
     done
   } | tee -a "$R/summary.txt"
+fi
+
+if [[ "$steps" == *" sinkhorn "* ]]; then
+  # bench/probes/sinkhorn_forms.cu: cycles and errors of the Sinkhorn forms.
+  S sinkhorn
+  nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I. -Iinclude -o ../sk bench/probes/sinkhorn_forms.cu \
+    > "$R/sinkhorn-build.log" 2>&1 && timeout 60 ../sk 2>&1 | tee -a "$R/summary.txt"
 fi
 
 if [[ "$steps" == *" step "* ]]; then

@@ -32,6 +32,7 @@ struct Options {
   double act_gib = 8.0;            // budget for the rotating activation buffers of one row
   double budget_s = 0.0;           // stop starting new rows after this many seconds (0: none)
   int64_t slice_tokens = 0;        // WorkspaceOptions::n4_slice_tokens (0: the default)
+  int64_t decode_max_tokens = 0;   // WorkspaceOptions::decode_max_tokens (0: the default)
   int device = 0;                  // CUDA device ordinal
   uint64_t seed = 1;               // seed of the synthetic weights and activations
   bool quick = false;              // the --quick subset was asked for

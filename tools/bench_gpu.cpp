@@ -613,6 +613,7 @@ int run_gpu(const Options& o) {
   wo.max_tokens = max_T;
   wo.max_n = 4;
   wo.n4_slice_tokens = o.slice_tokens;
+  wo.decode_max_tokens = o.decode_max_tokens;
   cx.workspace = Workspace::create(cx.device, wo);
 
   std::vector<const OpMode*> plan;

@@ -49,7 +49,7 @@ const char* kBenchFooter =
 struct BenchArgs {
   std::string ops = "post_pre,pre,pre_broadcast,post,head", modes, H, T;
   tools::bench::Options o;
-  long long reps = 20, min_sets = 86, slice_tokens = 0, device = 0;
+  long long reps = 20, min_sets = 86, slice_tokens = 0, decode_max_tokens = 0, device = 0;
   std::string device_text = "0";  // "cpu", or a CUDA ordinal
   unsigned long long seed = 1;
   bool ops_given = false;
@@ -70,6 +70,7 @@ int cmd_bench(BenchArgs& a) {
   o.reps = static_cast<int>(a.reps);
   o.min_sets = static_cast<int>(a.min_sets);
   o.slice_tokens = a.slice_tokens;
+  o.decode_max_tokens = a.decode_max_tokens;
   const bool on_cpu = a.device_text == "cpu";
   if (!on_cpu) {
     char* end = nullptr;
@@ -152,6 +153,10 @@ Action setup_bench(CLI::App& app) {
                  "(WorkspaceOptions::n4_slice_tokens, a multiple of 32; default 0: each plan's own default); "
                  "results do not depend on it")
       ->type_name("N")->transform(decimal())->check(CLI::Range(0LL, 1LL << 30));
+  app.add_option("--decode-max-tokens", a->decode_max_tokens,
+                 "the workspace's one-launch decode limit (WorkspaceOptions::decode_max_tokens, 1..128; -1: no "
+                 "decode kernel; default 0: the library's default); results do not depend on it")
+      ->type_name("N")->transform(decimal())->check(CLI::Range(-1LL, 128LL));
   app.add_option("--device", a->device_text,
                  "CUDA device ordinal (default 0), or cpu: the same protocol on the CPU (tools/bench_cpu.cpp: "
                  "memcpy bandwidth over the OpenMP threads as the ceiling, weight sets > 2x the last-level cache)")

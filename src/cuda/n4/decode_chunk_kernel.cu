@@ -5,8 +5,11 @@
 // What it computes: the same outputs, bit for bit, as every other n4 variant: the optional post
 // stage (post8), residual_out, the mixes in the canonical order of config.cuh, the epilogue
 // (epilogue.cuh) and the collapse with its RMSNorm fold (collapse_row.cuh, collapse_loaded).
-// Grid mapping: one 384-thread block per (128-column chunk c, group of 16 tokens): H / 128 x
-// ceil(T / 16) blocks, block b = (c = b % chunks, group b / chunks). Phase 1: threads 0..255 =
+// Grid mapping: one 384-thread block per (128-column chunk c, run of G consecutive groups of 16
+// tokens): H / 128 x ceil(ceil(T / 16) / G) blocks, block b = (c = b % chunks, run b / chunks),
+// where G is the fewest groups per block that keep the grid within one wave (blocks <= the
+// multiprocessors; G = 1 up to T = 16 x floor(SMs / chunks)). Each group of the run is formed in
+// turn with the B fragments loaded once. Phase 1, per group: threads 0..255 =
 // (token, 8-column vector) form the post of all 4 streams (post8), write residual_out, put the
 // 4 x 128 columns into a shared-memory A tile and form the chunk's sum of squares (fmaf chain,
 // butterfly); then warp w = (stream j = w / 3, row block b = w % 3) runs the three mma chains of
@@ -59,7 +62,8 @@ struct ChunkDecodeParams {
   N4Params p;
   float* dp;           // [T][chunks][25] chunk partials (workspace scratch)
   uint32_t* counters;  // the workspace's [3] counters, 0 between launches
-  int32_t blocks;      // chunks x token groups: block b runs chunk b % chunks, group b / chunks
+  int32_t blocks;      // chunks x runs: block b runs chunk b % chunks, groups [G (b / chunks), + G)
+  int32_t run;         // G: token groups per block
   int32_t phase2;      // P = min(T, blocks) phase-2 blocks
   int32_t probe;       // diagnostics builds only (MHC_DECODE_PROBE, see probe_level): where to stop
 };
@@ -170,7 +174,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
   const N4Params& p = d.p;
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
   const int c = static_cast<int>(blockIdx.x) % p.chunks;
-  const int64_t g0 = static_cast<int64_t>(blockIdx.x / p.chunks) * kGroup;
+  const int64_t first = static_cast<int64_t>(blockIdx.x / p.chunks) * d.run * kGroup;  // the run's first token
   pdl_launch_dependents();
   // The epilogue's weights (scale, base: a learned head has 1 and 4) into shared memory now, so
   // phase 2's serial chains start without a global load.
@@ -190,7 +194,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
   pdl_wait();  // the inputs, the scratch and the counters belong to this launch from here on
   const int probe = probe_level(d);
   if (probe == 1) return;
-  chunk_group<kPost>(d, c, g0, b, s_tile, s_red, s_sq);
+  for (int64_t g0 = first; g0 < p.T && g0 < first + static_cast<int64_t>(d.run) * kGroup; g0 += kGroup) {
+    if (g0 != first) __syncthreads();  // the previous group's reads of s_red and s_sq are done
+    chunk_group<kPost>(d, c, g0, b, s_tile, s_red, s_sq);
+  }
   if (probe == 2) return;
   // Arrival: the block barrier orders every thread's partial and residual_out writes before
   // thread 0's acq_rel add (cumulative release).
@@ -267,7 +274,11 @@ void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* cou
   d.p = p;
   d.dp = scratch;
   d.counters = counters;
-  d.blocks = static_cast<int32_t>((p.T + kGroup - 1) / kGroup * p.chunks);
+  // G: the fewest groups per block that keep chunks x runs within one wave of the multiprocessors.
+  const int64_t groups = (p.T + kGroup - 1) / kGroup;
+  const int64_t slots = ctx.num_sms / p.chunks > 0 ? ctx.num_sms / p.chunks : 1;
+  d.run = static_cast<int32_t>((groups + slots - 1) / slots);
+  d.blocks = static_cast<int32_t>((groups + d.run - 1) / d.run * p.chunks);
   d.phase2 = static_cast<int32_t>(p.T < d.blocks ? p.T : d.blocks);
 #ifdef MHC_DECODE_PROBE
   const char* probe = std::getenv("MHC_DECODE_PROBE");

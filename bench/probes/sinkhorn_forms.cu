@@ -1,0 +1,202 @@
+// bench/probes/sinkhorn_forms.cu - candidate forms of the epilogue's Sinkhorn (the serial chain
+// on decode's critical path): cycles on one warp, warm, and each form's largest deviation from
+// a float64 evaluation of the spec's iteration and from the shipped form's bits, over 4096
+// random 4 x 4 logit matrices. Forms:
+//   shipped  epilogue.cuh's sinkhorn<4> (one thread; 4 reciprocals per half-step)
+//   unroll   the same arithmetic with the 20 iterations unrolled (the bits of shipped)
+//   lanes    lane j of 4 holds row j: rows local, column sums by xor-1/xor-2 butterflies (the
+//            bits of shipped: the butterfly forms (x0 + x1) + (x2 + x3) in every lane)
+//   pair     one thread; per pair of lines one reciprocal: 1/a = b * rcp(a * b)
+// Standalone probe, from the repository root:
+//   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I. -Iinclude -o /tmp/sk \
+//        bench/probes/sinkhorn_forms.cu && /tmp/sk
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "src/cuda/epilogue.cuh"
+
+using namespace mhc::cuda;
+
+constexpr int kIters = 20;
+constexpr float kEps = 1e-6f;
+constexpr int kCases = 4096;
+
+__device__ __forceinline__ void init_rows(float (&c)[16], float eps) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float mx = c[j * 4];
+#pragma unroll
+    for (int k = 1; k < 4; ++k) mx = (c[j * 4 + k] > mx || isnan(c[j * 4 + k])) ? c[j * 4 + k] : mx;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) c[j * 4 + k] = expf(c[j * 4 + k] - mx);
+    const float r = fast_rcp(tree_sum<1, 0, 4>(c, j * 4));
+#pragma unroll
+    for (int k = 0; k < 4; ++k) c[j * 4 + k] = fmaf(c[j * 4 + k], r, eps);
+  }
+}
+
+__device__ __forceinline__ void sinkhorn_unrolled(float (&c)[16], float eps) {
+  init_rows(c, eps);
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    if (it > 0) normalise_lines<4, 4, 1>(c, eps);
+    normalise_lines<4, 1, 4>(c, eps);
+  }
+}
+
+// Lines a and b (of kLine/kStep) divided by (sum + eps) with one reciprocal for the pair.
+template <int kLine, int kStep>
+__device__ __forceinline__ void normalise_pairs(float (&c)[16], float eps) {
+#pragma unroll
+  for (int a = 0; a < 4; a += 2) {
+    const float sa = tree_sum<kStep, 0, 4>(c, a * kLine) + eps, sb = tree_sum<kStep, 0, 4>(c, (a + 1) * kLine) + eps;
+    const float r = fast_rcp(sa * sb);
+    const float ra = sb * r, rb = sa * r;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      c[a * kLine + k * kStep] *= ra;
+      c[(a + 1) * kLine + k * kStep] *= rb;
+    }
+  }
+}
+
+__device__ __forceinline__ void sinkhorn_pair(float (&c)[16], float eps) {
+  init_rows(c, eps);
+  for (int it = 0; it < kIters; ++it) {
+    if (it > 0) normalise_pairs<4, 1>(c, eps);
+    normalise_pairs<1, 4>(c, eps);
+  }
+}
+
+// Lane j (< 4) holds row j in x[0..3]; the other lanes of the warp follow along (ignored).
+__device__ __forceinline__ void sinkhorn_lanes(float (&x)[4], float eps) {
+  {
+    float mx = x[0];
+#pragma unroll
+    for (int k = 1; k < 4; ++k) mx = (x[k] > mx || isnan(x[k])) ? x[k] : mx;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) x[k] = expf(x[k] - mx);
+    const float r = fast_rcp((x[0] + x[1]) + (x[2] + x[3]));
+#pragma unroll
+    for (int k = 0; k < 4; ++k) x[k] = fmaf(x[k], r, eps);
+  }
+  for (int it = 0; it < kIters; ++it) {
+    if (it > 0) {
+      const float r = fast_rcp(((x[0] + x[1]) + (x[2] + x[3])) + eps);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) x[k] *= r;
+    }
+    float s[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) s[k] = x[k] + __shfl_xor_sync(0xffffffffu, x[k], 1);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) s[k] = s[k] + __shfl_xor_sync(0xffffffffu, s[k], 2);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) x[k] *= fast_rcp(s[k] + eps);
+  }
+}
+
+__global__ void run(const float* in, float* out, long long* cycles, int form) {
+  const int lane = threadIdx.x;
+  for (int cs = 0; cs < kCases; ++cs) {
+    long long dt = 0;
+    if (form == 2) {
+      float x[4];
+      const int row = lane & 3;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) x[k] = in[cs * 16 + row * 4 + k];
+      __syncwarp();
+      const long long t0 = clock64();
+      sinkhorn_lanes(x, kEps);
+      __syncwarp();
+      dt = clock64() - t0;
+      if (lane < 4) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) out[cs * 16 + lane * 4 + k] = x[k];
+      }
+    } else if (lane == 0) {
+      float c[16];
+#pragma unroll
+      for (int i = 0; i < 16; ++i) c[i] = in[cs * 16 + i];
+      const long long t0 = clock64();
+      if (form == 0) sinkhorn<4>(c, kIters, kEps);
+      if (form == 1) sinkhorn_unrolled(c, kEps);
+      if (form == 3) sinkhorn_pair(c, kEps);
+      dt = clock64() - t0;
+#pragma unroll
+      for (int i = 0; i < 16; ++i) out[cs * 16 + i] = c[i];
+    }
+    if (lane == 0) cycles[cs] = dt;
+  }
+}
+
+// The spec's iteration in float64.
+void reference(const float* in, double* c) {
+  for (int j = 0; j < 4; ++j) {
+    double mx = in[j * 4];
+    for (int k = 1; k < 4; ++k) mx = std::fmax(mx, in[j * 4 + k]);
+    double s = 0;
+    for (int k = 0; k < 4; ++k) s += (c[j * 4 + k] = std::exp(in[j * 4 + k] - mx));
+    for (int k = 0; k < 4; ++k) c[j * 4 + k] = c[j * 4 + k] / s + kEps;
+  }
+  for (int it = 0; it < kIters; ++it) {
+    if (it > 0) {
+      for (int j = 0; j < 4; ++j) {
+        double s = 0;
+        for (int k = 0; k < 4; ++k) s += c[j * 4 + k];
+        for (int k = 0; k < 4; ++k) c[j * 4 + k] /= s + kEps;
+      }
+    }
+    for (int k = 0; k < 4; ++k) {
+      double s = 0;
+      for (int j = 0; j < 4; ++j) s += c[j * 4 + k];
+      for (int j = 0; j < 4; ++j) c[j * 4 + k] /= s + kEps;
+    }
+  }
+}
+
+int main() {
+  std::vector<float> h_in(kCases * 16);
+  unsigned state = 12345u;
+  for (float& v : h_in) {
+    state = state * 1664525u + 1013904223u;
+    v = (static_cast<float>(state >> 8) / 16777216.0f - 0.5f) * 16.0f;  // logits in [-8, 8)
+  }
+  std::vector<double> ref(kCases * 16);
+  for (int cs = 0; cs < kCases; ++cs) reference(&h_in[cs * 16], &ref[cs * 16]);
+  float *in, *out;
+  long long* cycles;
+  cudaMalloc(&in, h_in.size() * 4);
+  cudaMalloc(&out, h_in.size() * 4);
+  cudaMalloc(&cycles, kCases * 8);
+  cudaMemcpy(in, h_in.data(), h_in.size() * 4, cudaMemcpyHostToDevice);
+  const char* names[] = {"shipped", "unroll", "lanes", "pair"};
+  std::vector<float> shipped(kCases * 16), got(kCases * 16);
+  for (int form = 0; form < 4; ++form) {
+    run<<<1, 32>>>(in, out, cycles, form);
+    std::vector<long long> cyc(kCases);
+    if (cudaMemcpy(got.data(), out, got.size() * 4, cudaMemcpyDeviceToHost) != cudaSuccess ||
+        cudaMemcpy(cyc.data(), cycles, kCases * 8, cudaMemcpyDeviceToHost) != cudaSuccess) {
+      std::printf("error: %s\n", cudaGetErrorString(cudaGetLastError()));
+      return 1;
+    }
+    if (form == 0) shipped = got;
+    double worst_rel = 0, worst_abs = 0;
+    int differ = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double e = std::fabs(got[i] - ref[i]);
+      worst_abs = std::fmax(worst_abs, e);
+      worst_rel = std::fmax(worst_rel, e / std::fmax(std::fabs(ref[i]), 1e-30));
+      if (std::memcmp(&got[i], &shipped[i], 4) != 0) ++differ;
+    }
+    std::vector<long long> sorted(cyc.begin() + 16, cyc.end());
+    std::sort(sorted.begin(), sorted.end());
+    std::printf("%-8s %6lld cycles (median of %d warm cases)  max |err| %.3g  max rel err %.3g  "
+                "%d of %zu values differ from shipped\n",
+                names[form], sorted[sorted.size() / 2], kCases - 16, worst_abs, worst_rel, differ, got.size());
+  }
+  return 0;
+}
