@@ -1115,8 +1115,8 @@ TEST_P(GpuBatch, TokenAloneAndInSliceEqualBatch) {
     Case one = make_case(m, n, H, 1, seed);
     Case slice = make_case(m, n, H, kSliceLen, seed);
     const Weights w = make_weights(m, n, H, seed, false);
-    // n4 slices of 256 tokens; the default decode limit (64): T = 1 and 19 run decode_kernel by
-    // default, T = 600 the multi-kernel plan, so the default path crosses the decode threshold.
+    // n4 slices of 256 tokens; the default decode limit (128): T = 1 and 19 run decode_chunk_kernel
+    // by default, T = 600 the multi-kernel plan, so the default path crosses the decode threshold.
     mhc::WorkspaceOptions opt;
     opt.max_tokens = kT;
     opt.n4_slice_tokens = 256;
@@ -1168,7 +1168,8 @@ class GpuFamily : public testing::TestWithParam<int> {};
 // epilogue and the collapse arithmetic, so dispatch may choose among them by T (spec section 6):
 // every CUDA variant of the op that accepts a call must give every output (the fp32 mixes too,
 // padding included) bit for bit equal to the first variant of its family that accepts it. T
-// crosses the thresholds: decode limit (64), the 32-token tile, the slices of the n4 plans
+// crosses the thresholds: decode limit (128), its token groups per block (G > 1 from T = 33 at
+// H = 7168), the post_pre preference at H > 5120 and T > 96, the 32-token tile, the slices of the n4 plans
 // (1920, 2048), and odd sizes. Reports how many comparisons it made; post_pre and pre must make
 // some (their n4 family has several plans).
 TEST_P(GpuFamily, VariantsOfOneFamilyAreBitEqual) {
@@ -1183,7 +1184,7 @@ TEST_P(GpuFamily, VariantsOfOneFamilyAreBitEqual) {
     std::vector<int64_t> Ts;
   };
   const std::vector<Sweep> sweeps = {{4096, {1, 2, 7, 16, 17, 33, 64, 65, 129, 600, 1920, 1921, 4097}},
-                                     {7168, {1, 17, 65, 1921}}};
+                                     {7168, {1, 17, 65, 97, 128, 1921}}};
   int64_t comparisons = 0;
   std::map<std::string, int64_t> per_family;  // family -> comparisons
   for (const Sweep& sw : sweeps) {

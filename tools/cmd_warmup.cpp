@@ -82,22 +82,25 @@ double create_context(const Device& device) {
 }
 
 // Keeps the GPU busy with memsets (no mhc kernel) for about `ms`, so that a first call is not
-// timed at the idle clock (an idle H200 reports 345 MHz and ramps up under load).
-void busy_gpu(const Device& device, double ms) {
+// timed at the idle clock (an idle H200 reports 345 MHz and ramps up under load). The buffer is
+// returned, to be freed after the timed calls: a cudaFree just before them would be timed too.
+std::shared_ptr<void> busy_gpu(const Device& device, double ms) {
 #ifdef MHC_WITH_CUDA
-  if (device.type != DeviceType::kCUDA || ms <= 0) return;
+  if (device.type != DeviceType::kCUDA || ms <= 0) return nullptr;
   void* buf = nullptr;
   const size_t bytes = size_t{256} << 20;
   MHC_CHECK(cudaMalloc(&buf, bytes) == cudaSuccess, "warmup: cudaMalloc for --busy-ms failed");
+  std::shared_ptr<void> owner(buf, [](void* p) { cudaFree(p); });
   const double t0 = now_ms();
   while (now_ms() - t0 < ms) {
     MHC_CHECK(cudaMemset(buf, 1, bytes) == cudaSuccess, "warmup: cudaMemset failed");
     MHC_CHECK(cudaDeviceSynchronize() == cudaSuccess, "warmup: cudaDeviceSynchronize failed");
   }
-  cudaFree(buf);
+  return owner;
 #else
   (void)device;
   (void)ms;
+  return nullptr;
 #endif
 }
 
@@ -217,7 +220,7 @@ int run_warmup(const WarmupOptions& o) {
   call.head = &hw;
   call.norm = norm.ptr;
   sync(gpu);
-  busy_gpu(device, o.busy_ms);
+  const std::shared_ptr<void> busy = busy_gpu(device, o.busy_ms);
   // One call: its wall time with the synchronisation, and the host part (until the call returns).
   auto timed_call = [&](double& host_us) {
     const double c0 = now_ms();

@@ -97,7 +97,7 @@ struct WorkspaceOptions {
   /// Tokens per slice of the n = 4 mix kernels where a collapse follows (a multiple of 32); 0:
   /// the default (1920).
   int64_t n4_slice_tokens = 0;
-  /// Largest T of the one-launch decode kernel (n = 4); 0: the default (64); -1: decode off, the
+  /// Largest T of the one-launch decode kernel (n = 4); 0: the default (128); -1: decode off, the
   /// dispatcher then runs the multi-kernel plans at every T.
   int64_t decode_max_tokens = 0;
   /// Load every CUDA kernel the device can run at creation (mhc::warmup), so that no call pays

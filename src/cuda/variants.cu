@@ -16,7 +16,7 @@ std::vector<Variant> cuda_variants() {
       "(wgmma mixes)";
   constexpr const char* kN4Decode =
       "CUDA, n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows, 1 <= T <= the workspace's decode limit "
-      "(WorkspaceOptions::decode_max_tokens, default 64)";
+      "(WorkspaceOptions::decode_max_tokens, default 128)";
   constexpr const char* kN4DecodeChunk =
       "as cuda_n4_decode, H <= 8192";
   constexpr const char* kDecodeChunkPlan =
@@ -27,10 +27,10 @@ std::vector<Variant> cuda_variants() {
       "collapse and one the epilogue)";
   // The rows every operator with a mixes stage has, alike but for id and operator.
   auto decode_chunk = [&](const char* id, Op op) {
-    return Variant{id, op, DeviceType::kCUDA, kN4DecodeChunk, n4_decode_chunk_supports, n4_decode_chunk_run, kDecodeChunkPlan, "n4"};
+    return Variant{id, op, DeviceType::kCUDA, kN4DecodeChunk, n4_decode_chunk_supports, n4_decode_chunk_run, kDecodeChunkPlan, "n4", n4_decode_chunk_prefer};
   };
   auto decode = [&](const char* id, Op op) {
-    return Variant{id, op, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4"};
+    return Variant{id, op, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4", n4_decode_prefer};
   };
   auto generic = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kGeneric, generic_supports, generic_run, "generic_kernel<n>", "generic"};

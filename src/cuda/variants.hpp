@@ -23,6 +23,11 @@ bool n4_decode_supports(const detail::Problem& p);
 void n4_decode_run(const detail::Problem& p);
 // decode_chunk_kernel (H <= 8192): a block per (chunk, 16 tokens), the same bits.
 bool n4_decode_chunk_supports(const detail::Problem& p);
+/// Where the dispatcher takes decode_chunk_kernel: everywhere it runs but post_pre at H > 5120 and
+/// T > 96 (the plan is faster there: session 8 call 3, 25.2 against 26.6 us at H = 7168, T = 128).
+bool n4_decode_chunk_prefer(const detail::Problem& p);
+/// Where it takes decode_kernel: only where decode_chunk_kernel cannot run (H > 8192).
+bool n4_decode_prefer(const detail::Problem& p);
 void n4_decode_chunk_run(const detail::Problem& p);
 // src/cuda/n4/staged.cu: the staged plan (post_kernel -> GEMM stage -> finalize_kernel ->
 // collapse_stream_kernel) for every op but post and pre_broadcast; the same bits as n4_run.

@@ -23,8 +23,8 @@
 // start before every block of this one has), then per token reduce the partials in the
 // canonical order (8 interleaved chunk groups, then the groups), and warps 0..7 collapse the
 // token from registers (its new residual loaded from L2 right after the wait, the RMSNorm weight
-// before it) while warp 8 runs the epilogue's serial chain (sigmoids, Sinkhorn) and writes the
-// mixes. At T = 1 the last block goes straight on: no block ever spins. The last phase-2 block
+// before it) while warp 8 runs the epilogue's serial chain (the comb's Sinkhorn) and warp 9 the
+// pre and post sigmoids, each writing its mixes. At T = 1 the last block goes straight on: no block ever spins. The last phase-2 block
 // to finish resets the counters (zeroed once by Workspace::create), so graph replays reuse them.
 // Accumulation: mma.m16n8k16 bf16 x the three bf16 parts of fn, fp32, from zero per (token,
 // chunk, stream, n-tile) over the 8 k16 steps in order (as mix_kernel, gemm_kernel and
@@ -47,7 +47,8 @@ namespace {
 constexpr int kWarps = 12;                         // 4 streams x 3 row blocks
 constexpr int kThreads = kWarps * 32;              // 384
 constexpr int kCollapseWarps = kThreadsB / 32;     // 8: collapse_loaded's fold order needs 256 threads
-constexpr int kEpilogueWarp = kCollapseWarps;      // warp 8 runs the epilogue in phase 2
+constexpr int kCombWarp = kCollapseWarps;          // phase 2: warp 8 runs the comb's Sinkhorn chain,
+constexpr int kPrePostWarp = kCollapseWarps + 1;   // warp 9 the pre and post outputs
 constexpr int kGroup = 16;                         // tokens per phase-1 pass: one m16 tile
 constexpr int kAStride = kSliceK + 8;              // A row: 4 streams x 128 columns, padded (ldmatrix)
 constexpr int kRowRegs = 4;                        // row vectors per collapse thread: H <= 8192
@@ -237,10 +238,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
     __syncthreads();
     if (tid < kPartial) s_dot[tid] = groups_total(s_part, tid);
     __syncthreads();
-    if (w == kEpilogueWarp) {
+    if (w == kCombWarp || w == kPrePostWarp) {
       if (lane == 0 && !p.epi.head && probe != 4 && probe != 5) {
         float pre[kN];
-        mixes_epilogue<kN>(epi, s_dot, s_dot[kRows], p.inv_k, t, pre);
+        mixes_epilogue<kN>(epi, s_dot, s_dot[kRows], p.inv_k, t, pre, w == kCombWarp ? kEpiComb : kEpiPrePost);
       }
     } else if (w < kCollapseWarps && p.has_collapse && probe != 4 && probe != 6) {
       if (computed && tid == 0) {
