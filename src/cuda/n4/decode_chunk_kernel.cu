@@ -7,25 +7,27 @@
 // (epilogue.cuh) and the collapse with its RMSNorm fold (collapse_row.cuh, collapse_loaded).
 // Grid mapping: one 384-thread block per (128-column chunk c, run of G consecutive groups of 16
 // tokens): H / 128 x ceil(ceil(T / 16) / G) blocks, block b = (c = b % chunks, run b / chunks),
-// where G is the fewest groups per block that keep the grid within one wave (blocks <= the
-// multiprocessors; G = 1 up to T = 16 x floor(SMs / chunks)). Each group of the run is formed in
-// turn with the B fragments loaded once. Phase 1, per group: threads 0..255 =
-// (token, 8-column vector) form the post of all 4 streams (post8), write residual_out, put the
-// 4 x 128 columns into a shared-memory A tile and form the chunk's sum of squares (fmaf chain,
-// butterfly); then warp w = (stream j = w / 3, row block b = w % 3) runs the three mma chains of
+// where G is the fewest groups per block (at most 4) that keep the grid within one wave (blocks
+// <= the multiprocessors; G = 1 up to T = 16 x floor(SMs / chunks)). Phase 1: the block stages
+// the run's inputs in shared memory at once (cp.async of the residual and layer_output rows, L2
+// loads of the mixes), so the run pays one memory latency; then items (token, 8-column vector),
+// 384 at a time, form the post of all 4 streams (post8), write residual_out, put the 4 x 128
+// columns in place as the A tile and form the chunk's sum of squares (fmaf chain, butterfly);
+// then warp w = (stream j = w / 3, row block b = w % 3) runs, per group, the three mma chains of
 // n-tiles b, 3 + b, 6 + b (hi, mid, lo parts of rows 8b..8b+7, B fragments in registers, loaded
 // before pdl_wait since they are weights) and forms v = hi + (mid + lo); the chunk partial
 // ((v_0 + v_1) + v_2) + v_3 and the sum of squares go to the workspace ([T][chunks][25], the
 // staged plans' layout). Then each block takes an arrival number (one acq_rel atomic). The last
-// P = min(T, blocks) blocks to arrive do phase 2, block k for tokens k, k + P, ..: they wait until
-// every block has arrived (the blocks they wait for are running, done, or waiting for one of the
-// multiprocessors that P <= 128 spinning blocks leave free; the kernel after this one cannot
+// P = min(T, blocks, SMs - 1) blocks to arrive do phase 2, block k for tokens k, k + P, ..: they
+// wait until every block has arrived (the blocks they wait for are running, done, or waiting for
+// one of the multiprocessors that P spinning blocks leave free; the kernel after this one cannot
 // start before every block of this one has), then per token reduce the partials in the
 // canonical order (8 interleaved chunk groups, then the groups), and warps 0..7 collapse the
 // token from registers (its new residual loaded from L2 right after the wait, the RMSNorm weight
 // before it) while warp 8 runs the epilogue's serial chain (the comb's Sinkhorn) and warp 9 the
-// pre and post sigmoids, each writing its mixes. At T = 1 the last block goes straight on: no block ever spins. The last phase-2 block
-// to finish resets the counters (zeroed once by Workspace::create), so graph replays reuse them.
+// pre and post sigmoids, each writing its mixes. At T = 1 the last block goes straight on: no
+// block ever spins. The last phase-2 block to finish resets the counters (zeroed once by
+// Workspace::create), so graph replays reuse them.
 // Accumulation: mma.m16n8k16 bf16 x the three bf16 parts of fn, fp32, from zero per (token,
 // chunk, stream, n-tile) over the 8 k16 steps in order (as mix_kernel, gemm_kernel and
 // decode_kernel); fp32 sums in the canonical order; exact sums for post and collapse.
@@ -65,7 +67,7 @@ struct ChunkDecodeParams {
   uint32_t* counters;  // the workspace's [3] counters, 0 between launches
   int32_t blocks;      // chunks x runs: block b runs chunk b % chunks, groups [G (b / chunks), + G)
   int32_t run;         // G: token groups per block
-  int32_t phase2;      // P = min(T, blocks) phase-2 blocks
+  int32_t phase2;      // P = min(T, blocks, SMs - 1) phase-2 blocks
   int32_t probe;       // diagnostics builds only (MHC_DECODE_PROBE, see probe_level): where to stop
 };
 
@@ -79,32 +81,80 @@ __device__ __forceinline__ int probe_level(const ChunkDecodeParams& d) { return 
 __device__ __forceinline__ constexpr int probe_level(const ChunkDecodeParams&) { return 0; }
 #endif
 
-// Phase 1 of block (c, g0): the post stage and the partials of chunk c for tokens [g0, g0 + 16).
+// The dynamic shared memory of a run of G groups (run_smem_bytes(G) bytes):
+//   s_in  [16 G][kAStride] bf16: the run's residual rows (4 streams x 128 columns), staged by
+//         cp.async, then in place each token's new streams: the A tiles of the mma chains
+//   then, in one region: s_lo [16 G][128] bf16 and s_mix [16 G][20] f32 (the post's inputs), and
+//         after the post s_red [G][4][16][24] f32 (the per-stream dots)
+//   s_sq  [16 G] f32: the chunk's sum of squares per token
+constexpr int kMixes = kN + kN * kN;  // post[4], comb[16] of a token
+__host__ __device__ constexpr int run_in_bytes(int g) { return g * kGroup * kAStride * 2; }
+__host__ __device__ constexpr int run_post_bytes(int g) { return g * kGroup * (kChunkCols * 2 + kMixes * 4); }
+__host__ __device__ constexpr int run_red_bytes(int g) { return g * kN * kGroup * kRows * 4; }
+__host__ __device__ constexpr int run_mid_bytes(int g) {
+  return run_post_bytes(g) > run_red_bytes(g) ? run_post_bytes(g) : run_red_bytes(g);
+}
+__host__ __device__ constexpr int run_smem_bytes(int g) { return run_in_bytes(g) + run_mid_bytes(g) + g * kGroup * 4; }
+constexpr int kMaxRun = 4;  // groups per block: 91 KB, within every supported device's opt-in limit
+static_assert(run_smem_bytes(kMaxRun) <= 99 * 1024, "decode_chunk_kernel shared memory (sm_120: 99 KB)");
+static_assert(run_in_bytes(1) % 16 == 0 && run_mid_bytes(1) % 16 == 0 && (kGroup * kChunkCols * 2) % 16 == 0,
+              "16-byte aligned regions");
+
+// Phase 1 of block (c, first): the post stage and the partials of chunk c for the run's tokens
+// [first, first + 16 G). Every input of the run is staged at once (one memory latency for the
+// run), then the post, the A tiles and the sums of squares of all its groups, then the mma
+// chains of each group, then the partials.
 template <bool kPost>
-__device__ __forceinline__ void chunk_group(const ChunkDecodeParams& d, int c, int64_t g0,
-                                            const uint2 (&b)[3][kMmaSteps], bf16_t* s_tile, float* s_red,
-                                            float* s_sq) {
+__device__ __forceinline__ void chunk_run(const ChunkDecodeParams& d, int c, int64_t first, int groups,
+                                          const uint2 (&b)[3][kMmaSteps], unsigned char* smem) {
   const N4Params& p = d.p;
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-  const int64_t left = p.T - g0;
-  const int ntok = static_cast<int>(left < kGroup ? left : kGroup);
-  if (tid < kThreadsB) {
-    const int tt = tid >> 4, cv = tid & 15;
-    const int64_t t = g0 + tt;
-    const int64_t col0 = static_cast<int64_t>(c) * kChunkCols + cv * 8;
+  const int64_t left = p.T - first;
+  const int ntok = static_cast<int>(left < groups * kGroup ? left : groups * kGroup);
+  bf16_t* s_in = reinterpret_cast<bf16_t*>(smem);
+  bf16_t* s_lo = reinterpret_cast<bf16_t*>(smem + run_in_bytes(groups));
+  float* s_mix = reinterpret_cast<float*>(smem + run_in_bytes(groups) + groups * kGroup * kChunkCols * 2);
+  float* s_red = reinterpret_cast<float*>(smem + run_in_bytes(groups));  // after the post: over s_lo, s_mix
+  float* s_sq = reinterpret_cast<float*>(smem + run_in_bytes(groups) + run_mid_bytes(groups));
+  // The inputs: 16-byte pieces of the residual rows (and layer_output rows), through L2 (another
+  // kernel wrote them); the mixes by plain L2 loads (their rows need not be 16-byte aligned).
+  constexpr int kPieces = (kPost ? kN + 1 : kN) * (kChunkCols / 8);
+  const int64_t col0 = static_cast<int64_t>(c) * kChunkCols;
+  for (int i = tid; i < ntok * kPieces; i += kThreads) {
+    const int tl = i / kPieces, q = i % kPieces, s = q / (kChunkCols / 8), cv = q % (kChunkCols / 8);
+    const int64_t t = first + tl;
+    if (s < kN) {
+      cp_async16_keep(s_in + tl * kAStride + s * kChunkCols + cv * 8,
+                      p.residual + t * p.residual_stride + s * p.res_stream_stride + col0 + cv * 8);
+    } else {
+      cp_async16_keep(s_lo + tl * kChunkCols + cv * 8, p.layer_output + t * p.layer_output_stride + col0 + cv * 8);
+    }
+  }
+  cp_async_commit();
+  if (kPost) {
+    for (int i = tid; i < ntok * kMixes; i += kThreads) {
+      const int tl = i / kMixes, m = i % kMixes;
+      const int64_t t = first + tl;
+      s_mix[i] = m < kN ? __ldcg(p.post_mix + t * p.post_mix_stride + m) : __ldcg(p.comb_mix + t * p.comb_mix_stride + m - kN);
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  // The post, residual_out, the A tiles (in place) and the sums of squares: item (token, 8-column
+  // vector), 16 items a token; a warp's 32 items are two whole tokens (the butterfly's lanes), so
+  // every warp runs each pass whole; tokens past T are zero rows.
+  for (int it = tid; it < groups * kThreadsB; it += kThreads) {
+    const int tl = it / (kChunkCols / 8), cv = it % (kChunkCols / 8);
+    bf16_t* row = s_in + tl * kAStride + cv * 8;
     uint4 x[kN];
-    if (tt < ntok) {
-      const bf16_t* res = p.residual + t * p.residual_stride + col0;
+    if (tl < ntok) {
+      const int64_t t = first + tl;
       uint4 r[kN];
 #pragma unroll
-      for (int s = 0; s < kN; ++s) r[s] = ldcg16(res + s * p.res_stream_stride);
+      for (int s = 0; s < kN; ++s) r[s] = *reinterpret_cast<const uint4*>(row + s * kChunkCols);
       if (kPost) {
-        const uint4 lo = ldcg16(p.layer_output + t * p.layer_output_stride + col0);
-        float mix[kN + kN * kN];
-#pragma unroll
-        for (int s = 0; s < kN; ++s) mix[s] = __ldcg(p.post_mix + t * p.post_mix_stride + s);
-#pragma unroll
-        for (int s = 0; s < kN * kN; ++s) mix[kN + s] = __ldcg(p.comb_mix + t * p.comb_mix_stride + s);
+        const uint4 lo = *reinterpret_cast<const uint4*>(s_lo + tl * kChunkCols + cv * 8);
+        const float* mix = s_mix + tl * kMixes;
         post8(post_weights(mix, mix + kN), r, lo, x);
       } else {
 #pragma unroll
@@ -112,60 +162,61 @@ __device__ __forceinline__ void chunk_group(const ChunkDecodeParams& d, int c, i
       }
       if (p.residual_out != nullptr) {
 #pragma unroll
-        for (int s = 0; s < kN; ++s) st16(p.residual_out + t * p.residual_out_stride + s * p.H + col0, x[s]);
+        for (int s = 0; s < kN; ++s) st16(p.residual_out + t * p.residual_out_stride + s * p.H + col0 + cv * 8, x[s]);
       }
     } else {
 #pragma unroll
       for (int s = 0; s < kN; ++s) x[s] = make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int s = 0; s < kN; ++s) *reinterpret_cast<uint4*>(s_tile + tt * kAStride + s * kChunkCols + cv * 8) = x[s];
+    for (int s = 0; s < kN; ++s) *reinterpret_cast<uint4*>(row + s * kChunkCols) = x[s];
     const float sq = chunk_squares_butterfly(vector_squares(x));
-    if (cv == 0) s_sq[tt] = sq;
+    if (cv == 0) s_sq[tl] = sq;
   }
   __syncthreads();
   {
-    // Warp (j, blk): the hi, mid and lo chains of rows 8 blk .. 8 blk + 7 over stream j's 128 columns.
-    const int j = w / 3, blk = w % 3;
-    float acc[3][4];
+    // Warp (j, blk): per group, the hi, mid and lo chains of rows 8 blk .. 8 blk + 7 over stream
+    // j's 128 columns.
+    const int j = w / 3, blk = w % 3, g = lane >> 2, q = lane & 3;
+    for (int grp = 0; grp < groups; ++grp) {
+      float acc[3][4];
 #pragma unroll
-    for (int part = 0; part < 3; ++part) acc[part][0] = acc[part][1] = acc[part][2] = acc[part][3] = 0.0f;
-    const uint32_t a_base = static_cast<uint32_t>(__cvta_generic_to_shared(s_tile)) +
-                            static_cast<uint32_t>(((lane & 15) * kAStride + j * kChunkCols + (lane >> 4) * 8) * 2);
+      for (int part = 0; part < 3; ++part) acc[part][0] = acc[part][1] = acc[part][2] = acc[part][3] = 0.0f;
+      const uint32_t a_base =
+          static_cast<uint32_t>(__cvta_generic_to_shared(s_in)) +
+          static_cast<uint32_t>(((grp * kGroup + (lane & 15)) * kAStride + j * kChunkCols + (lane >> 4) * 8) * 2);
 #pragma unroll
-    for (int ks = 0; ks < kMmaSteps; ++ks) {
-      uint32_t a0, a1, a2, a3;
-      ldmatrix_x4(a_base + ks * 32, a0, a1, a2, a3);
+      for (int ks = 0; ks < kMmaSteps; ++ks) {
+        uint32_t a0, a1, a2, a3;
+        ldmatrix_x4(a_base + ks * 32, a0, a1, a2, a3);
 #pragma unroll
-      for (int part = 0; part < 3; ++part) mma_bf16(acc[part], a0, a1, a2, a3, b[part][ks].x, b[part][ks].y);
-    }
-    const int g = lane >> 2, q = lane & 3;
+        for (int part = 0; part < 3; ++part) mma_bf16(acc[part], a0, a1, a2, a3, b[part][ks].x, b[part][ks].y);
+      }
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int tok = g + 8 * (e >> 1), row = blk * 8 + 2 * q + (e & 1);
-      s_red[(j * kGroup + tok) * kRows + row] = acc[0][e] + (acc[1][e] + acc[2][e]);
+      for (int e = 0; e < 4; ++e) {
+        const int tok = g + 8 * (e >> 1), row = blk * 8 + 2 * q + (e & 1);
+        s_red[((grp * kN + j) * kGroup + tok) * kRows + row] = acc[0][e] + (acc[1][e] + acc[2][e]);
+      }
     }
   }
   __syncthreads();
   for (int idx = tid; idx < ntok * kPartial; idx += kThreads) {
-    const int tl = idx / kPartial, r = idx % kPartial;
+    const int tl = idx / kPartial, r = idx % kPartial, grp = tl / kGroup, tt = tl % kGroup;
     float v;
     if (r == kRows) {
       v = s_sq[tl];
     } else {
-      v = s_red[tl * kRows + r];
+      v = s_red[(grp * kN * kGroup + tt) * kRows + r];
 #pragma unroll
-      for (int j = 1; j < kN; ++j) v += s_red[(j * kGroup + tl) * kRows + r];
+      for (int j = 1; j < kN; ++j) v += s_red[((grp * kN + j) * kGroup + tt) * kRows + r];
     }
-    d.dp[((g0 + tl) * p.chunks + c) * kPartial + r] = v;
+    d.dp[((first + tl) * p.chunks + c) * kPartial + r] = v;
   }
 }
 
 template <bool kPost>
 __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDecodeParams d) {
-  __shared__ __align__(16) bf16_t s_tile[kGroup * kAStride];
-  __shared__ float s_red[kN * kGroup * kRows];
-  __shared__ float s_sq[kGroup];
+  extern __shared__ __align__(16) unsigned char smem[];  // run_smem_bytes(d.run)
   __shared__ float s_part[kPartialSplit][kPartial];
   __shared__ float s_dot[kPartial];
   __shared__ float s_pre[kN];
@@ -195,9 +246,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
   pdl_wait();  // the inputs, the scratch and the counters belong to this launch from here on
   const int probe = probe_level(d);
   if (probe == 1) return;
-  for (int64_t g0 = first; g0 < p.T && g0 < first + static_cast<int64_t>(d.run) * kGroup; g0 += kGroup) {
-    if (g0 != first) __syncthreads();  // the previous group's reads of s_red and s_sq are done
-    chunk_group<kPost>(d, c, g0, b, s_tile, s_red, s_sq);
+  {
+    const int64_t left_groups = (p.T - first + kGroup - 1) / kGroup;
+    chunk_run<kPost>(d, c, first, static_cast<int>(left_groups < d.run ? left_groups : d.run), b, smem);
   }
   if (probe == 2) return;
   // Arrival: the block barrier orders every thread's partial and residual_out writes before
@@ -275,18 +326,29 @@ void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* cou
   d.p = p;
   d.dp = scratch;
   d.counters = counters;
-  // G: the fewest groups per block that keep chunks x runs within one wave of the multiprocessors.
+  // G: the fewest groups per block (at most kMaxRun) that keep chunks x runs within one wave.
   const int64_t groups = (p.T + kGroup - 1) / kGroup;
   const int64_t slots = ctx.num_sms / p.chunks > 0 ? ctx.num_sms / p.chunks : 1;
-  d.run = static_cast<int32_t>((groups + slots - 1) / slots);
+  const int64_t run = (groups + slots - 1) / slots;
+  d.run = static_cast<int32_t>(run < kMaxRun ? run : kMaxRun);
   d.blocks = static_cast<int32_t>((groups + d.run - 1) / d.run * p.chunks);
-  d.phase2 = static_cast<int32_t>(p.T < d.blocks ? p.T : d.blocks);
+  // P phase-2 blocks spin until every block has arrived: fewer than the multiprocessors, so that a
+  // block not yet scheduled always finds one.
+  const int64_t spin_limit = ctx.num_sms > 1 ? ctx.num_sms - 1 : 1;
+  int64_t phase2 = p.T < d.blocks ? p.T : d.blocks;
+  if (phase2 > spin_limit) phase2 = spin_limit;
+  d.phase2 = static_cast<int32_t>(phase2);
 #ifdef MHC_DECODE_PROBE
   const char* probe = std::getenv("MHC_DECODE_PROBE");
   d.probe = probe != nullptr ? std::atoi(probe) : 0;
 #endif
   launch_kernel(p.has_post ? decode_chunk_kernel<true> : decode_chunk_kernel<false>,
-                dim3(static_cast<unsigned>(d.blocks)), kThreads, 0, ctx, d);
+                dim3(static_cast<unsigned>(d.blocks)), kThreads, static_cast<size_t>(run_smem_bytes(d.run)), ctx, d);
+}
+
+bool configure_decode_chunk_kernel(int device) {
+  return allow_dynamic_smem(decode_chunk_kernel<false>, device, run_smem_bytes(kMaxRun)) &&
+         allow_dynamic_smem(decode_chunk_kernel<true>, device, run_smem_bytes(kMaxRun));
 }
 
 }  // namespace mhc::cuda::n4

@@ -52,6 +52,9 @@ void launch_decode_kernel(const N4Params& p, float* scratch, uint32_t* counters,
 /// phase 1 run phase 2),
 /// H <= 8192 (decode_chunk_supports). scratch and counters as decode_kernel; the same bits.
 void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* counters, const LaunchCtx& ctx);
+/// Allows decode_chunk_kernel its dynamic shared memory (91 KB for a run of 4 groups) on
+/// `device`; false where the device's opt-in limit is smaller.
+bool configure_decode_chunk_kernel(int device);
 bool decode_chunk_supports(int64_t H);
 /// Workspace bytes decode_kernel needs for `tokens` tokens at the largest H.
 size_t decode_scratch_bytes(int64_t tokens);

@@ -140,7 +140,7 @@ bool n4_configure_device(bool* gemm, bool* gemm_wg) {
   MHC_CUDA_CHECK(cudaGetDevice(&device));
   *gemm = configure_gemm_kernel(device);
   *gemm_wg = configure_gemm_wg_kernel(device);
-  return configure_mix_kernel(device);
+  return configure_mix_kernel(device) && configure_decode_chunk_kernel(device);
 }
 
 size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens) {
