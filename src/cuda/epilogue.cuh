@@ -79,29 +79,13 @@ __device__ __forceinline__ void sinkhorn_iterations(float (&c)[N * N], int iters
   }
 }
 
-/// The same arithmetic with a compile-time count, unrolled: the serial chain without the loop's
-/// branches lets the scheduler start a half-step's sums while the previous one's products issue
-/// (bench/probes/sinkhorn_forms.cu on the H200: 3387 cycles against 4216 for 20 iterations).
-template <int N, int kIters>
-__device__ __forceinline__ void sinkhorn_iterations_unrolled(float (&c)[N * N], float eps) {
-#pragma unroll
-  for (int it = 0; it < kIters; ++it) {
-    if (it > 0) normalise_lines<N, N, 1>(c, eps);
-    normalise_lines<N, 1, N>(c, eps);
-  }
-}
-
-/// The spec's Sinkhorn (section 3), in registers, on an N x N matrix c[j*N + k]. For n = 4 and
-/// the shipped models' 20 iterations the loop is unrolled (the same bits).
+/// The spec's Sinkhorn (section 3), in registers, on an N x N matrix c[j*N + k]. The loop stays
+/// rolled: unrolled, its 20 iterations ran faster warm on one thread (bench/probes/
+/// sinkhorn_forms.cu: 3387 against 4216 cycles) but the decode kernel, whose phase 2 runs the
+/// chain once per launch from a cold instruction cache, got slower (session 8 call 4).
 template <int N>
 __device__ __forceinline__ void sinkhorn(float (&c)[N * N], int iters, float eps) {
   sinkhorn_rows_softmax<N>(c, eps);
-  if constexpr (N == 4) {
-    if (iters == 20) {
-      sinkhorn_iterations_unrolled<N, 20>(c, eps);
-      return;
-    }
-  }
   sinkhorn_iterations<N>(c, iters, eps);
 }
 
