@@ -191,8 +191,9 @@ def prepare_head(fn, scale, base, *, config: Optional[Config] = None, n: Optiona
 
 # ---- schemas (shared by the C++ and the Python registration) -----------------------------------
 
-_S = ("int n, int H, float norm_eps, float pre_eps, float sinkhorn_eps, int sinkhorn_iters, float post_scale, "
-      "float rmsnorm_eps")
+# The config is one list of eight floats (config_values): torch converts a list argument in about
+# the time of three scalar ones, so eight scalars would cost ~1.4 us more per call.
+_S = "float[] config"
 
 #: The operator schemas, name -> arguments and returns (python/src/mhc_torch.cpp registers the same).
 SCHEMAS: Dict[str, str] = {
@@ -262,19 +263,27 @@ def _post_pre_out(layer_output, n, H):
             _f32((T, n, n), layer_output), _f32((T, n), layer_output))
 
 
+def _n(values) -> int:
+    return int(values[0])
+
+
+def _H(values) -> int:
+    return int(values[1])
+
+
 def _fakes():
     """name -> fake implementation (shapes only), for both registrations."""
     def none(*args):
         return None
 
     return {
-        "mixes": lambda residual, weights, n, H, *s: _mixes_out(residual, n),
-        "collapse": lambda residual, pre_mix, nw, src, n, H, *s: _bf16((residual.shape[0], H), residual),
-        "pre": lambda residual, weights, pre_in, nw, src, n, H, *s: _pre_out(residual, n, H),
-        "pre_broadcast": lambda emb, weights, pre_in, nw, src, mat, n, H, *s: _pre_broadcast_out(emb, n, H, mat),
-        "post": lambda y, residual, pm, cm, n, H, *s: _bf16((y.shape[0], n, H), y),
-        "post_pre": lambda y, residual, pm, cm, weights, pre_in, nw, src, n, H, *s: _post_pre_out(y, n, H),
-        "head": lambda residual, weights, pre_in, nw, kind, n, H, *s: _bf16((residual.shape[0], H), residual),
+        "mixes": lambda residual, weights, c: _mixes_out(residual, _n(c)),
+        "collapse": lambda residual, pre_mix, nw, src, c: _bf16((residual.shape[0], _H(c)), residual),
+        "pre": lambda residual, weights, pre_in, nw, src, c: _pre_out(residual, _n(c), _H(c)),
+        "pre_broadcast": lambda emb, weights, pre_in, nw, src, mat, c: _pre_broadcast_out(emb, _n(c), _H(c), mat),
+        "post": lambda y, residual, pm, cm, c: _bf16((y.shape[0], _n(c), _H(c)), y),
+        "post_pre": lambda y, residual, pm, cm, weights, pre_in, nw, src, c: _post_pre_out(y, _n(c), _H(c)),
+        "head": lambda residual, weights, pre_in, nw, kind, c: _bf16((residual.shape[0], _H(c)), residual),
         **{f"{op}_out": none for op in OPERATORS},
     }
 
@@ -346,96 +355,109 @@ def _run(fn, primary: Tensor, op: str, **kwargs):
 _configs: Dict[tuple, Config] = {}
 
 
-def _config(*scalars) -> Config:
-    c = _configs.get(scalars)
+def _integer(values, i: int, name: str) -> int:
+    v = values[i]
+    if v != int(v):
+        raise mhc_error(f"config: {name} must be an integer, got {v}")
+    return int(v)
+
+
+def _config(values) -> Config:
+    """The Config of an operator's ``float[] config`` argument (config_values order)."""
+    key = tuple(values)
+    c = _configs.get(key)
     if c is None:
-        n, H, norm_eps, pre_eps, sinkhorn_eps, sinkhorn_iters, post_scale, rmsnorm_eps = scalars
-        c = Config(n=n, H=H, norm_eps=norm_eps, pre_eps=pre_eps, sinkhorn_eps=sinkhorn_eps,
-                   sinkhorn_iters=sinkhorn_iters, post_scale=post_scale, rmsnorm_eps=rmsnorm_eps)
+        if len(key) != 8:
+            raise mhc_error(f"config: expected 8 values (n, H, norm_eps, pre_eps, sinkhorn_eps, sinkhorn_iters, "
+                            f"post_scale, rmsnorm_eps: mhc.torch.config_values), got {len(key)}")
+        norm_eps, pre_eps, sinkhorn_eps, post_scale, rmsnorm_eps = key[2], key[3], key[4], key[6], key[7]
+        c = Config(n=_integer(key, 0, "n"), H=_integer(key, 1, "H"), norm_eps=norm_eps, pre_eps=pre_eps,
+                   sinkhorn_eps=sinkhorn_eps, sinkhorn_iters=_integer(key, 5, "sinkhorn_iters"),
+                   post_scale=post_scale, rmsnorm_eps=rmsnorm_eps)
         if len(_configs) > 1024:
             _configs.clear()
-        _configs[scalars] = c
+        _configs[key] = c
     return c
 
 
 def _py_impls():
     """name -> implementation of the destination-passing forms, on _ops."""
-    def mixes_out(residual, weights, pre_mix, post_mix, comb_mix, *s):
-        cfg = _config(*s)
+    def mixes_out(residual, weights, pre_mix, post_mix, comb_mix, c):
+        cfg = _config(c)
         _run(_ops.mixes, residual, "mixes", residual=residual, config=cfg,
              weights=_weights_of(weights, cfg.n, cfg.H, False, "mixes"),
              pre_mix=pre_mix, post_mix=post_mix, comb_mix=comb_mix)
 
-    def collapse_out(residual, pre_mix, nw, src, layer_input, *s):
-        _run(_ops.collapse, residual, "collapse", residual=residual, pre_mix=pre_mix, config=_config(*s),
+    def collapse_out(residual, pre_mix, nw, src, layer_input, c):
+        _run(_ops.collapse, residual, "collapse", residual=residual, pre_mix=pre_mix, config=_config(c),
              pre_source=src, rmsnorm_weight=nw, layer_input=layer_input)
 
-    def pre_out(residual, weights, pre_in, nw, src, layer_input, post_mix, comb_mix, pre_mix_out, *s):
-        cfg = _config(*s)
+    def pre_out(residual, weights, pre_in, nw, src, layer_input, post_mix, comb_mix, pre_mix_out, c):
+        cfg = _config(c)
         _run(_ops.pre, residual, "pre", residual=residual, weights=_weights_of(weights, cfg.n, cfg.H, False, "pre"),
              config=cfg, pre_source=src, pre_mix_in=pre_in, rmsnorm_weight=nw, layer_input=layer_input,
              post_mix=post_mix, comb_mix=comb_mix, pre_mix_out=pre_mix_out)
 
     def pre_broadcast_out(emb, weights, pre_in, nw, src, layer_input, post_mix, comb_mix, pre_mix_out,
-                          residual_out, *s):
-        cfg = _config(*s)
+                          residual_out, c):
+        cfg = _config(c)
         _run(_ops.pre_broadcast, emb, "pre_broadcast", embedding=emb,
              weights=_weights_of(weights, cfg.n, cfg.H, False, "pre_broadcast"), config=cfg, pre_source=src,
              pre_mix_in=pre_in, rmsnorm_weight=nw, layer_input=layer_input, post_mix=post_mix, comb_mix=comb_mix,
              pre_mix_out=pre_mix_out, residual_out=residual_out)
 
-    def post_out(y, residual, pm, cm, residual_out, *s):
-        _run(_ops.post, y, "post", layer_output=y, residual=residual, post_mix=pm, comb_mix=cm, config=_config(*s),
+    def post_out(y, residual, pm, cm, residual_out, c):
+        _run(_ops.post, y, "post", layer_output=y, residual=residual, post_mix=pm, comb_mix=cm, config=_config(c),
              residual_out=residual_out)
 
     def post_pre_out(y, residual, pm, cm, weights, pre_in, nw, src, residual_out, layer_input, post_mix_out,
-                     comb_mix_out, pre_mix_out, *s):
-        cfg = _config(*s)
+                     comb_mix_out, pre_mix_out, c):
+        cfg = _config(c)
         _run(_ops.post_pre, y, "post_pre", layer_output=y, residual=residual, post_mix=pm, comb_mix=cm,
              weights=_weights_of(weights, cfg.n, cfg.H, False, "post_pre"), config=cfg, pre_source=src,
              pre_mix_in=pre_in, rmsnorm_weight=nw, residual_out=residual_out, layer_input=layer_input,
              post_mix_out=post_mix_out, comb_mix_out=comb_mix_out, pre_mix_out=pre_mix_out)
 
-    def head_out(residual, weights, pre_in, nw, kind, output, *s):
-        cfg = _config(*s)
+    def head_out(residual, weights, pre_in, nw, kind, output, c):
+        cfg = _config(c)
         _run(_ops.head, residual, "head", residual=residual, config=cfg, kind=kind,
              weights=_weights_of(weights, cfg.n, cfg.H, True, "head"), pre_mix_in=pre_in, rmsnorm_weight=nw,
              output=output)
 
     # The functional forms: the outputs allocated, then the destination-passing form.
-    def mixes(residual, weights, n, H, *s):
-        outs = _mixes_out(residual, n)
-        mixes_out(residual, weights, *outs, n, H, *s)
+    def mixes(residual, weights, c):
+        outs = _mixes_out(residual, _n(c))
+        mixes_out(residual, weights, *outs, c)
         return outs
 
-    def collapse(residual, pre_mix, nw, src, n, H, *s):
-        out = _bf16((residual.shape[0], H), residual)
-        collapse_out(residual, pre_mix, nw, src, out, n, H, *s)
+    def collapse(residual, pre_mix, nw, src, c):
+        out = _bf16((residual.shape[0], _H(c)), residual)
+        collapse_out(residual, pre_mix, nw, src, out, c)
         return out
 
-    def pre(residual, weights, pre_in, nw, src, n, H, *s):
-        outs = _pre_out(residual, n, H)
-        pre_out(residual, weights, pre_in, nw, src, *outs, n, H, *s)
+    def pre(residual, weights, pre_in, nw, src, c):
+        outs = _pre_out(residual, _n(c), _H(c))
+        pre_out(residual, weights, pre_in, nw, src, *outs, c)
         return outs
 
-    def pre_broadcast(emb, weights, pre_in, nw, src, mat, n, H, *s):
-        outs = _pre_broadcast_out(emb, n, H, mat)
-        pre_broadcast_out(emb, weights, pre_in, nw, src, *outs[:4], outs[4] if mat else None, n, H, *s)
+    def pre_broadcast(emb, weights, pre_in, nw, src, mat, c):
+        outs = _pre_broadcast_out(emb, _n(c), _H(c), mat)
+        pre_broadcast_out(emb, weights, pre_in, nw, src, *outs[:4], outs[4] if mat else None, c)
         return outs
 
-    def post(y, residual, pm, cm, n, H, *s):
-        out = _bf16((y.shape[0], n, H), y)
-        post_out(y, residual, pm, cm, out, n, H, *s)
+    def post(y, residual, pm, cm, c):
+        out = _bf16((y.shape[0], _n(c), _H(c)), y)
+        post_out(y, residual, pm, cm, out, c)
         return out
 
-    def post_pre(y, residual, pm, cm, weights, pre_in, nw, src, n, H, *s):
-        outs = _post_pre_out(y, n, H)
-        post_pre_out(y, residual, pm, cm, weights, pre_in, nw, src, *outs, n, H, *s)
+    def post_pre(y, residual, pm, cm, weights, pre_in, nw, src, c):
+        outs = _post_pre_out(y, _n(c), _H(c))
+        post_pre_out(y, residual, pm, cm, weights, pre_in, nw, src, *outs, c)
         return outs
 
-    def head(residual, weights, pre_in, nw, kind, n, H, *s):
-        out = _bf16((residual.shape[0], H), residual)
-        head_out(residual, weights, pre_in, nw, kind, out, n, H, *s)
+    def head(residual, weights, pre_in, nw, kind, c):
+        out = _bf16((residual.shape[0], _H(c)), residual)
+        head_out(residual, weights, pre_in, nw, kind, out, c)
         return out
 
     return dict(mixes=mixes, mixes_out=mixes_out, collapse=collapse, collapse_out=collapse_out, pre=pre,
@@ -501,13 +523,22 @@ def _mhc_error(e: RuntimeError) -> Exception:
     return mhc_error(text) if _LOCATION.match(text) else e
 
 
+def config_values(config: Config) -> Tuple[float, ...]:
+    """The operators' ``float[] config`` argument: (n, H, norm_eps, pre_eps, sinkhorn_eps,
+    sinkhorn_iters, post_scale, rmsnorm_eps) as floats. Compute it once per model and pass it to
+    every call of ``torch.ops.mhc.*``."""
+    return (float(config.n), float(config.H), float(config.norm_eps), float(config.pre_eps),
+            float(config.sinkhorn_eps), float(config.sinkhorn_iters), float(config.post_scale),
+            float(config.rmsnorm_eps))
+
+
 def _scalars(config: Config):
-    return (config.n, config.H, config.norm_eps, config.pre_eps, config.sinkhorn_eps, config.sinkhorn_iters,
-            config.post_scale, config.rmsnorm_eps)
+    """The trailing arguments of every operator for ``config`` (a one-element tuple: ``*_scalars(c)``)."""
+    return (config_values(config),)
 
 
-# Valid placeholders for the scalars post does not use (norm_eps .. rmsnorm_eps).
-_POST_ONLY_SCALARS = (1e-6, 1e-6, 1e-6, 20, 2.0, 1e-6)
+# Valid placeholders for the config values post does not use (norm_eps .. rmsnorm_eps).
+_POST_ONLY_SCALARS = (1e-6, 1e-6, 1e-6, 20.0, 2.0, 1e-6)
 
 
 def _buffer(weights) -> Optional[Tensor]:
@@ -567,7 +598,7 @@ def post(layer_output: Tensor, residual: Tensor, post_mix: Tensor, comb_mix: Ten
 
     post uses no eps: without ``config``, n and H are read from post_mix and layer_output."""
     if config is None:
-        scalars = (post_mix.shape[-1], layer_output.shape[-1]) + _POST_ONLY_SCALARS
+        scalars = ((float(post_mix.shape[-1]), float(layer_output.shape[-1])) + _POST_ONLY_SCALARS,)
     else:
         scalars = _scalars(config)
     try:
@@ -596,5 +627,6 @@ def head(residual: Tensor, *, config: Config, kind: str = "learned", weights: Op
         raise _mhc_error(e) from None
 
 
-__all__ = ["BACKEND", "OPERATORS", "SCHEMAS", "Weights", "Workspace", "collapse", "head", "init", "mixes", "post",
+__all__ = ["BACKEND", "OPERATORS", "SCHEMAS", "Weights", "Workspace", "collapse", "config_values", "head", "init",
+           "mixes", "post",
            "post_pre", "pre", "pre_broadcast", "prepare", "prepare_head", "prepared_bytes", "warmup", "workspace"]

@@ -14,7 +14,7 @@
 
 namespace mhc::pyext {
 
-constexpr uint32_t kApiVersion = 1;
+constexpr uint32_t kApiVersion = 2;
 
 struct ApiTable {
   uint32_t version;
@@ -28,8 +28,9 @@ struct ApiTable {
   const char* (*head)(const HeadArgs&);
   /// Weights over a prepared buffer (attach_prepared), into *out.
   const char* (*attach)(const TensorView& buffer, int32_t n, int64_t H, bool head, PreparedWeights* out);
-  /// The workspace registered for (CUDA device, stream), else the device's default; null: none.
-  Workspace* (*workspace_for)(int32_t device, void* stream);
+  /// The workspace registered for (CUDA device, stream), else the device's default, copied into
+  /// *out (a handle: the caller holds it for the call); false: none.
+  bool (*workspace_for)(int32_t device, void* stream, Workspace* out);
 };
 
 }  // namespace mhc::pyext

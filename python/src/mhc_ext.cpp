@@ -308,15 +308,22 @@ WorkspaceRegistry& workspace_registry() {
   return *r;
 }
 
-mhc::Workspace* registered_workspace(int32_t device, void* stream) {
+// The workspace registered for (device, stream), else the device's default, copied under the
+// lock: the copy (a handle) keeps it alive however the registry changes afterwards.
+bool registered_workspace(int32_t device, void* stream, mhc::Workspace* out) {
   WorkspaceRegistry& r = workspace_registry();
   std::lock_guard<std::mutex> lock(r.mu);
   if (!r.by_stream.empty()) {
     auto it = r.by_stream.find({device, reinterpret_cast<uintptr_t>(stream)});
-    if (it != r.by_stream.end()) return &it->second;
+    if (it != r.by_stream.end()) {
+      *out = it->second;
+      return true;
+    }
   }
   auto it = r.by_device.find(device);
-  return it != r.by_device.end() ? &it->second : nullptr;
+  if (it == r.by_device.end()) return false;
+  *out = it->second;
+  return true;
 }
 
 thread_local std::string t_api_error;
@@ -571,9 +578,9 @@ NB_MODULE(_mhc, m) {
     }
   });
   m.def("registered_workspace", [](int32_t device, uintptr_t stream) -> std::optional<mhc::Workspace> {
-    mhc::Workspace* w = registered_workspace(device, reinterpret_cast<void*>(stream));
-    if (w == nullptr) return std::nullopt;
-    return *w;
+    mhc::Workspace w;
+    if (!registered_workspace(device, reinterpret_cast<void*>(stream), &w)) return std::nullopt;
+    return w;
   }, "device"_a, "stream"_a);
   m.def("api_table_address", [] { return reinterpret_cast<uintptr_t>(&g_api_table); },
         "Address of the function table the torch extension calls the library through (internal).");

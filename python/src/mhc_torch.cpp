@@ -10,6 +10,11 @@
 // process has one copy of it (the kernels that warmup loaded, the workspaces mhc.torch.init
 // registered). CUDA calls run on torch's current stream of the tensors' device with the
 // workspace registered for that stream, else the device's default.
+//
+// The config travels as one `float[] config` (mhc.torch.config_values: n, H, norm_eps, pre_eps,
+// sinkhorn_eps, sinkhorn_iters, post_scale, rmsnorm_eps): torch converts a Python scalar argument
+// in about 0.28 us and a list in about 0.7 us, so one list in place of eight scalars takes ~1.4 us
+// off every call.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
@@ -21,6 +26,7 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "api_table.hpp"
 
@@ -109,20 +115,30 @@ mhc::TensorView view(const OptTensor& t, const char* op, const char* name) {
   return t.has_value() ? view(*t, op, name) : mhc::TensorView{};
 }
 
-mhc::Config config_of(int64_t n, int64_t H, double norm_eps, double pre_eps, double sinkhorn_eps,
-                      int64_t sinkhorn_iters, double post_scale, double rmsnorm_eps) {
-  MHC_TORCH_CHECK(n >= 1 && n <= mhc::kMaxStreams, "config: n must be in 1..", mhc::kMaxStreams, ", got ", n);
-  MHC_TORCH_CHECK(sinkhorn_iters >= 1 && sinkhorn_iters <= mhc::kMaxSinkhornIters,
-                  "config: sinkhorn_iters must be in 1..", mhc::kMaxSinkhornIters, ", got ", sinkhorn_iters);
+// True when v is an integer in lo..hi (config values arrive as doubles).
+bool integer_in(double v, double lo, double hi) { return v >= lo && v <= hi && v == static_cast<double>(static_cast<int64_t>(v)); }
+
+constexpr size_t kConfigValues = 8;
+
+mhc::Config config_of(c10::ArrayRef<double> v, const char* op) {
+  MHC_TORCH_CHECK(v.size() == kConfigValues, op, ": config: expected ", kConfigValues,
+                  " values (n, H, norm_eps, pre_eps, sinkhorn_eps, sinkhorn_iters, post_scale, rmsnorm_eps: "
+                  "mhc.torch.config_values), got ", v.size());
+  MHC_TORCH_CHECK(integer_in(v[0], 1, mhc::kMaxStreams), op, ": config: n must be an integer in 1..",
+                  mhc::kMaxStreams, ", got ", v[0]);
+  MHC_TORCH_CHECK(integer_in(v[1], 1, static_cast<double>(mhc::kMaxHidden)), op,
+                  ": config: H must be an integer in 1..", mhc::kMaxHidden, ", got ", v[1]);
+  MHC_TORCH_CHECK(integer_in(v[5], 1, mhc::kMaxSinkhornIters), op, ": config: sinkhorn_iters must be an integer in 1..",
+                  mhc::kMaxSinkhornIters, ", got ", v[5]);
   mhc::Config c;
-  c.n = static_cast<int32_t>(n);
-  c.H = H;
-  c.norm_eps = static_cast<float>(norm_eps);
-  c.pre_eps = static_cast<float>(pre_eps);
-  c.sinkhorn_eps = static_cast<float>(sinkhorn_eps);
-  c.sinkhorn_iters = static_cast<int32_t>(sinkhorn_iters);
-  c.post_scale = static_cast<float>(post_scale);
-  c.rmsnorm_eps = static_cast<float>(rmsnorm_eps);
+  c.n = static_cast<int32_t>(v[0]);
+  c.H = static_cast<int64_t>(v[1]);
+  c.norm_eps = static_cast<float>(v[2]);
+  c.pre_eps = static_cast<float>(v[3]);
+  c.sinkhorn_eps = static_cast<float>(v[4]);
+  c.sinkhorn_iters = static_cast<int32_t>(v[5]);
+  c.post_scale = static_cast<float>(v[6]);
+  c.rmsnorm_eps = static_cast<float>(v[7]);
   return c;
 }
 
@@ -142,31 +158,87 @@ mhc::HeadKind head_kind_of(Str s) {
   return mhc::HeadKind::kLearned;
 }
 
-// The weights over the operator's buffer argument.
-struct Weights {
-  mhc::PreparedWeights w;
-  const mhc::PreparedWeights* ptr = nullptr;
-  Weights(const OptTensor& buffer, const mhc::Config& c, bool head, const char* op) {
-    if (!buffer.has_value()) return;
-    check_api(api().attach(view(*buffer, op, "weights"), c.n, c.H, head, &w));
-    ptr = &w;
+// Weights attached to a buffer, cached per thread. attach_prepared reads only the buffer's
+// address, device, dtype, rank and size (and n, H, head); the weights view the buffer's memory,
+// which the call then reads. So an entry with the same key is what a fresh attach would return
+// (the Python registration caches the same way); only contiguous strided buffers, the ones
+// attach accepts, are cached. Saves the attach (a heap allocation and its checks) per call.
+struct AttachKey {
+  const void* data = nullptr;
+  int64_t numel = -1;
+  int64_t H = 0;
+  int32_t n = 0;
+  int16_t device = 0;  // (type << 8) | index
+  int8_t dtype = 0;
+  int8_t dim = 0;
+  bool head = false;
+  bool operator==(const AttachKey& o) const {
+    return data == o.data && numel == o.numel && H == o.H && n == o.n && device == o.device && dtype == o.dtype &&
+           dim == o.dim && head == o.head;
   }
 };
 
+struct AttachCache {
+  static constexpr int kSlots = 8;  // an engine's layers share a few buffers per thread at a time
+  AttachKey key[kSlots];
+  mhc::PreparedWeights weights[kSlots];
+  int next = 0;  // the slot the next miss fills (round robin)
+  mhc::PreparedWeights uncached;  // the weights of a call whose buffer is not cached
+};
+
+thread_local AttachCache t_attached;
+
+// The weights over the operator's buffer argument (null where it is absent).
+const mhc::PreparedWeights* attach(const OptTensor& buffer, const mhc::Config& c, bool head, const char* op) {
+  if (!buffer.has_value()) return nullptr;
+  const Tensor& t = *buffer;
+  const bool cacheable = t.layout() == at::kStrided && t.is_contiguous();
+  AttachKey key;
+  if (cacheable) {
+    const c10::Device d = t.device();
+    key.data = t.data_ptr();
+    key.numel = t.numel();
+    key.H = c.H;
+    key.n = c.n;
+    key.device = static_cast<int16_t>((static_cast<int>(d.type()) << 8) | (d.index() & 0xff));
+    key.dtype = static_cast<int8_t>(t.scalar_type());
+    key.dim = static_cast<int8_t>(t.dim());
+    key.head = head;
+    for (int i = 0; i < AttachCache::kSlots; ++i) {
+      if (t_attached.key[i] == key) return &t_attached.weights[i];
+    }
+  }
+  mhc::PreparedWeights w;
+  check_api(api().attach(view(t, op, "weights"), c.n, c.H, head, &w));
+  if (!cacheable) {  // where torch and mhc judge contiguity differently: attached per call
+    t_attached.uncached = std::move(w);
+    return &t_attached.uncached;
+  }
+  const int slot = t_attached.next;
+  t_attached.next = (slot + 1) % AttachCache::kSlots;
+  t_attached.key[slot] = key;
+  t_attached.weights[slot] = std::move(w);
+  return &t_attached.weights[slot];
+}
+
 // Where a call runs: torch's current stream of the primary tensor's device, the workspace
-// registered for it, and that device made current for the call.
+// registered for it (a handle held for the call, so unregistering it meanwhile frees nothing
+// the call uses), and that device made current for the call where it is not already.
 struct Context {
   mhc::Exec exec;
+  mhc::Workspace workspace;
   c10::OptionalDeviceGuard guard;
   Context(const Tensor& primary, const char* op) {
     const c10::Device d = primary.device();
     if (!d.is_cuda()) return;
-    guard.reset_device(d);
-    const c10::Stream s = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(d);
-    exec.stream = s.native_handle();
-    exec.workspace = api().workspace_for(d.index(), exec.stream);
-    MHC_TORCH_CHECK(exec.workspace != nullptr, op, ": no mhc workspace for ", d, ": call mhc.torch.init('", d,
+    const c10::impl::DeviceGuardImplInterface* cuda = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+    exec.stream = cuda->getStream(d).native_handle();
+    // The workspace is looked up (and a missing one reported) before the device is touched.
+    MHC_TORCH_CHECK(api().workspace_for(d.index(), exec.stream, &workspace), op, ": no mhc workspace for cuda:",
+                    static_cast<int>(d.index()), ": call mhc.torch.init('cuda:", static_cast<int>(d.index()),
                     "', max_tokens) once before the first call (and before any CUDA-graph capture)");
+    exec.workspace = &workspace;
+    if (cuda->getDevice() != d) guard.reset_device(d);
   }
 };
 
@@ -174,21 +246,17 @@ at::Tensor empty_like_dev(at::IntArrayRef shape, at::ScalarType dt, const Tensor
   return at::empty(shape, at::TensorOptions().dtype(dt).device(like.device()));
 }
 
-#define MHC_SCALARS_PARAMS                                                                           \
-  int64_t n, int64_t H, double norm_eps, double pre_eps, double sinkhorn_eps, int64_t sinkhorn_iters, \
-      double post_scale, double rmsnorm_eps
-#define MHC_SCALARS n, H, norm_eps, pre_eps, sinkhorn_eps, sinkhorn_iters, post_scale, rmsnorm_eps
+using ConfigValues = c10::ArrayRef<double>;
 
 // ---- destination-passing forms -----------------------------------------------------------------
 
 void mixes_out(const Tensor& residual, const Tensor& weights, const Tensor& pre_mix, const Tensor& post_mix,
-               const Tensor& comb_mix, MHC_SCALARS_PARAMS) {
+               const Tensor& comb_mix, ConfigValues config) {
   const char* op = "mixes";
   mhc::MixesArgs a;
-  a.config = config_of(MHC_SCALARS);
-  Weights w(weights, a.config, false, op);
+  a.config = config_of(config, op);
   a.residual = view(residual, op, "residual");
-  a.weights = w.ptr;
+  a.weights = attach(weights, a.config, false, op);
   a.pre_mix = view(pre_mix, op, "pre_mix");
   a.post_mix = view(post_mix, op, "post_mix");
   a.comb_mix = view(comb_mix, op, "comb_mix");
@@ -198,10 +266,10 @@ void mixes_out(const Tensor& residual, const Tensor& weights, const Tensor& pre_
 }
 
 void collapse_out(const Tensor& residual, const OptTensor& pre_mix, const OptTensor& rmsnorm_weight, Str pre_source,
-                  const Tensor& layer_input, MHC_SCALARS_PARAMS) {
+                  const Tensor& layer_input, ConfigValues config) {
   const char* op = "collapse";
   mhc::CollapseArgs a;
-  a.config = config_of(MHC_SCALARS);
+  a.config = config_of(config, op);
   a.pre_source = pre_source_of(pre_source, op);
   a.residual = view(residual, op, "residual");
   a.pre_mix = view(pre_mix, op, "pre_mix");
@@ -214,14 +282,13 @@ void collapse_out(const Tensor& residual, const OptTensor& pre_mix, const OptTen
 
 void pre_out(const Tensor& residual, const Tensor& weights, const OptTensor& pre_mix_in,
              const OptTensor& rmsnorm_weight, Str pre_source, const Tensor& layer_input, const Tensor& post_mix,
-             const Tensor& comb_mix, const OptTensor& pre_mix_out, MHC_SCALARS_PARAMS) {
+             const Tensor& comb_mix, const OptTensor& pre_mix_out, ConfigValues config) {
   const char* op = "pre";
   mhc::PreArgs a;
-  a.config = config_of(MHC_SCALARS);
+  a.config = config_of(config, op);
   a.pre_source = pre_source_of(pre_source, op);
-  Weights w(weights, a.config, false, op);
   a.residual = view(residual, op, "residual");
-  a.weights = w.ptr;
+  a.weights = attach(weights, a.config, false, op);
   a.pre_mix_in = view(pre_mix_in, op, "pre_mix_in");
   a.rmsnorm_weight = view(rmsnorm_weight, op, "rmsnorm_weight");
   a.layer_input = view(layer_input, op, "layer_input");
@@ -236,14 +303,13 @@ void pre_out(const Tensor& residual, const Tensor& weights, const OptTensor& pre
 void pre_broadcast_out(const Tensor& embedding, const Tensor& weights, const OptTensor& pre_mix_in,
                        const OptTensor& rmsnorm_weight, Str pre_source, const Tensor& layer_input,
                        const Tensor& post_mix, const Tensor& comb_mix, const OptTensor& pre_mix_out,
-                       const OptTensor& residual_out, MHC_SCALARS_PARAMS) {
+                       const OptTensor& residual_out, ConfigValues config) {
   const char* op = "pre_broadcast";
   mhc::PreBroadcastArgs a;
-  a.config = config_of(MHC_SCALARS);
+  a.config = config_of(config, op);
   a.pre_source = pre_source_of(pre_source, op);
-  Weights w(weights, a.config, false, op);
   a.embedding = view(embedding, op, "embedding");
-  a.weights = w.ptr;
+  a.weights = attach(weights, a.config, false, op);
   a.pre_mix_in = view(pre_mix_in, op, "pre_mix_in");
   a.rmsnorm_weight = view(rmsnorm_weight, op, "rmsnorm_weight");
   a.layer_input = view(layer_input, op, "layer_input");
@@ -257,10 +323,10 @@ void pre_broadcast_out(const Tensor& embedding, const Tensor& weights, const Opt
 }
 
 void post_out(const Tensor& layer_output, const Tensor& residual, const Tensor& post_mix, const Tensor& comb_mix,
-              const Tensor& residual_out, MHC_SCALARS_PARAMS) {
+              const Tensor& residual_out, ConfigValues config) {
   const char* op = "post";
   mhc::PostArgs a;
-  a.config = config_of(MHC_SCALARS);
+  a.config = config_of(config, op);
   a.layer_output = view(layer_output, op, "layer_output");
   a.residual = view(residual, op, "residual");
   a.post_mix = view(post_mix, op, "post_mix");
@@ -274,17 +340,16 @@ void post_out(const Tensor& layer_output, const Tensor& residual, const Tensor& 
 void post_pre_out(const Tensor& layer_output, const Tensor& residual, const Tensor& post_mix, const Tensor& comb_mix,
                   const Tensor& weights, const OptTensor& pre_mix_in, const OptTensor& rmsnorm_weight, Str pre_source,
                   const Tensor& residual_out, const Tensor& layer_input, const Tensor& post_mix_out,
-                  const Tensor& comb_mix_out, const OptTensor& pre_mix_out, MHC_SCALARS_PARAMS) {
+                  const Tensor& comb_mix_out, const OptTensor& pre_mix_out, ConfigValues config) {
   const char* op = "post_pre";
   mhc::PostPreArgs a;
-  a.config = config_of(MHC_SCALARS);
+  a.config = config_of(config, op);
   a.pre_source = pre_source_of(pre_source, op);
-  Weights w(weights, a.config, false, op);
   a.layer_output = view(layer_output, op, "layer_output");
   a.residual = view(residual, op, "residual");
   a.post_mix = view(post_mix, op, "post_mix");
   a.comb_mix = view(comb_mix, op, "comb_mix");
-  a.weights = w.ptr;
+  a.weights = attach(weights, a.config, false, op);
   a.pre_mix_in = view(pre_mix_in, op, "pre_mix_in");
   a.rmsnorm_weight = view(rmsnorm_weight, op, "rmsnorm_weight");
   a.residual_out = view(residual_out, op, "residual_out");
@@ -298,14 +363,13 @@ void post_pre_out(const Tensor& layer_output, const Tensor& residual, const Tens
 }
 
 void head_out(const Tensor& residual, const OptTensor& weights, const OptTensor& pre_mix_in,
-              const OptTensor& rmsnorm_weight, Str kind, const Tensor& output, MHC_SCALARS_PARAMS) {
+              const OptTensor& rmsnorm_weight, Str kind, const Tensor& output, ConfigValues config) {
   const char* op = "head";
   mhc::HeadArgs a;
-  a.config = config_of(MHC_SCALARS);
+  a.config = config_of(config, op);
   a.kind = head_kind_of(kind);
-  Weights w(weights, a.config, true, op);
   a.residual = view(residual, op, "residual");
-  a.weights = w.ptr;
+  a.weights = attach(weights, a.config, true, op);
   a.pre_mix_in = view(pre_mix_in, op, "pre_mix_in");
   a.rmsnorm_weight = view(rmsnorm_weight, op, "rmsnorm_weight");
   a.output = view(output, op, "output");
@@ -316,48 +380,59 @@ void head_out(const Tensor& residual, const OptTensor& weights, const OptTensor&
 
 // ---- functional forms: the outputs allocated, then the destination-passing form ---------------
 
-std::tuple<Tensor, Tensor, Tensor> mixes(const Tensor& residual, const Tensor& weights, MHC_SCALARS_PARAMS) {
+// n and H of a config (checked), for the output shapes.
+std::pair<int64_t, int64_t> dims_of(ConfigValues config, const char* op) {
+  const mhc::Config c = config_of(config, op);
+  return {c.n, c.H};
+}
+
+std::tuple<Tensor, Tensor, Tensor> mixes(const Tensor& residual, const Tensor& weights, ConfigValues config) {
+  const auto [n, H] = dims_of(config, "mixes");
   const int64_t T = residual.size(0);
   Tensor pre = empty_like_dev({T, n}, at::kFloat, residual), post = empty_like_dev({T, n}, at::kFloat, residual);
   Tensor comb = empty_like_dev({T, n, n}, at::kFloat, residual);
-  mixes_out(residual, weights, pre, post, comb, MHC_SCALARS);
+  mixes_out(residual, weights, pre, post, comb, config);
   return {pre, post, comb};
 }
 
 Tensor collapse(const Tensor& residual, const OptTensor& pre_mix, const OptTensor& rmsnorm_weight, Str pre_source,
-                MHC_SCALARS_PARAMS) {
+                ConfigValues config) {
+  const auto [n, H] = dims_of(config, "collapse");
   Tensor out = empty_like_dev({residual.size(0), H}, at::kBFloat16, residual);
-  collapse_out(residual, pre_mix, rmsnorm_weight, pre_source, out, MHC_SCALARS);
+  collapse_out(residual, pre_mix, rmsnorm_weight, pre_source, out, config);
   return out;
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> pre(const Tensor& residual, const Tensor& weights,
                                                const OptTensor& pre_mix_in, const OptTensor& rmsnorm_weight,
-                                               Str pre_source, MHC_SCALARS_PARAMS) {
+                                               Str pre_source, ConfigValues config) {
+  const auto [n, H] = dims_of(config, "pre");
   const int64_t T = residual.size(0);
   Tensor li = empty_like_dev({T, H}, at::kBFloat16, residual), pm = empty_like_dev({T, n}, at::kFloat, residual);
   Tensor cm = empty_like_dev({T, n, n}, at::kFloat, residual), pmo = empty_like_dev({T, n}, at::kFloat, residual);
-  pre_out(residual, weights, pre_mix_in, rmsnorm_weight, pre_source, li, pm, cm, pmo, MHC_SCALARS);
+  pre_out(residual, weights, pre_mix_in, rmsnorm_weight, pre_source, li, pm, cm, pmo, config);
   return {li, pm, cm, pmo};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> pre_broadcast(const Tensor& embedding, const Tensor& weights,
                                                                  const OptTensor& pre_mix_in,
                                                                  const OptTensor& rmsnorm_weight, Str pre_source,
-                                                                 bool materialize_residual, MHC_SCALARS_PARAMS) {
+                                                                 bool materialize_residual, ConfigValues config) {
+  const auto [n, H] = dims_of(config, "pre_broadcast");
   const int64_t T = embedding.size(0);
   Tensor li = empty_like_dev({T, H}, at::kBFloat16, embedding), pm = empty_like_dev({T, n}, at::kFloat, embedding);
   Tensor cm = empty_like_dev({T, n, n}, at::kFloat, embedding), pmo = empty_like_dev({T, n}, at::kFloat, embedding);
   Tensor ro = empty_like_dev({materialize_residual ? T : 0, n, H}, at::kBFloat16, embedding);
   pre_broadcast_out(embedding, weights, pre_mix_in, rmsnorm_weight, pre_source, li, pm, cm, pmo,
-                    materialize_residual ? OptTensor(ro) : OptTensor(), MHC_SCALARS);
+                    materialize_residual ? OptTensor(ro) : OptTensor(), config);
   return {li, pm, cm, pmo, ro};
 }
 
 Tensor post(const Tensor& layer_output, const Tensor& residual, const Tensor& post_mix, const Tensor& comb_mix,
-            MHC_SCALARS_PARAMS) {
+            ConfigValues config) {
+  const auto [n, H] = dims_of(config, "post");
   Tensor out = empty_like_dev({layer_output.size(0), n, H}, at::kBFloat16, layer_output);
-  post_out(layer_output, residual, post_mix, comb_mix, out, MHC_SCALARS);
+  post_out(layer_output, residual, post_mix, comb_mix, out, config);
   return out;
 }
 
@@ -365,21 +440,23 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> post_pre(const Tensor& layer_
                                                             const Tensor& post_mix, const Tensor& comb_mix,
                                                             const Tensor& weights, const OptTensor& pre_mix_in,
                                                             const OptTensor& rmsnorm_weight, Str pre_source,
-                                                            MHC_SCALARS_PARAMS) {
+                                                            ConfigValues config) {
+  const auto [n, H] = dims_of(config, "post_pre");
   const int64_t T = layer_output.size(0);
   Tensor ro = empty_like_dev({T, n, H}, at::kBFloat16, layer_output);
   Tensor li = empty_like_dev({T, H}, at::kBFloat16, layer_output);
   Tensor pm = empty_like_dev({T, n}, at::kFloat, layer_output), cm = empty_like_dev({T, n, n}, at::kFloat, layer_output);
   Tensor pmo = empty_like_dev({T, n}, at::kFloat, layer_output);
   post_pre_out(layer_output, residual, post_mix, comb_mix, weights, pre_mix_in, rmsnorm_weight, pre_source, ro, li, pm,
-               cm, pmo, MHC_SCALARS);
+               cm, pmo, config);
   return {ro, li, pm, cm, pmo};
 }
 
 Tensor head(const Tensor& residual, const OptTensor& weights, const OptTensor& pre_mix_in,
-            const OptTensor& rmsnorm_weight, Str kind, MHC_SCALARS_PARAMS) {
+            const OptTensor& rmsnorm_weight, Str kind, ConfigValues config) {
+  const auto [n, H] = dims_of(config, "head");
   Tensor out = empty_like_dev({residual.size(0), H}, at::kBFloat16, residual);
-  head_out(residual, weights, pre_mix_in, rmsnorm_weight, kind, out, MHC_SCALARS);
+  head_out(residual, weights, pre_mix_in, rmsnorm_weight, kind, out, config);
   return out;
 }
 
@@ -397,8 +474,7 @@ extern "C" __attribute__((visibility("default"))) const char* mhc_torch_set_api(
   return nullptr;
 }
 
-#define MHC_S \
-  "int n, int H, float norm_eps, float pre_eps, float sinkhorn_eps, int sinkhorn_iters, float post_scale, float rmsnorm_eps"
+#define MHC_S "float[] config"
 
 TORCH_LIBRARY(mhc, m) {
   m.def("mixes(Tensor residual, Tensor weights, " MHC_S ") -> (Tensor, Tensor, Tensor)");

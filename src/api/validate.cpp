@@ -119,7 +119,9 @@ void Checker::tensor(const TensorView& t, const char* name, DType dtype,
     row_bytes = static_cast<uint64_t>(expected) * esize;
     stride_bytes = static_cast<uint64_t>(t.strides[0]) * esize;
   }
-  seen_.push_back({name, range.begin, range.end, false, row_bytes, stride_bytes});
+  MHC_CHECK(num_seen_ < kMaxSeen, op_name_, ": ", name, ": more than ", kMaxSeen,
+            " tensors in one call (src/api/validate.hpp kMaxSeen)");
+  seen_[num_seen_++] = {name, range.begin, range.end, false, row_bytes, stride_bytes};
 }
 
 void Checker::optional(const TensorView& t, const char* name, DType dtype,
@@ -150,7 +152,7 @@ void Checker::weights(const PreparedWeights* w, const char* name, bool head) {
 void Checker::output(const TensorView& t, const char* name, DType dtype,
                      std::initializer_list<int64_t> shape) {
   tensor(t, name, dtype, shape);
-  seen_.back().output = true;
+  seen_[num_seen_ - 1].output = true;
 }
 
 void Checker::optional_output(const TensorView& t, const char* name, DType dtype,
@@ -159,9 +161,12 @@ void Checker::optional_output(const TensorView& t, const char* name, DType dtype
 }
 
 void Checker::exec(const Exec& e) {
-  for (const Seen& out : seen_) {
+  const Seen* const end = seen_ + num_seen_;
+  for (const Seen* po = seen_; po != end; ++po) {
+    const Seen& out = *po;
     if (!out.output) continue;
-    for (const Seen& other : seen_) {
+    for (const Seen* pt = seen_; pt != end; ++pt) {
+      const Seen& other = *pt;
       if (&other == &out || (other.output && &other < &out)) continue;  // each output pair once
       bool overlap = out.begin < other.end && other.begin < out.end;
       if (overlap && out.stride_bytes != 0 && out.stride_bytes == other.stride_bytes) {

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 #include <initializer_list>
-#include <vector>
+#include <string>
 
 #include "mhc/config.hpp"
 #include "mhc/ops.hpp"
@@ -55,7 +55,11 @@ class Checker {
     uint64_t row_bytes;     // bytes of one row (dimension 0 index), for strided views
     uint64_t stride_bytes;  // row stride in bytes; 0 when the view has fewer than 2 rows
   };
-  std::vector<Seen> seen_;
+  // The tensors checked so far, in place (no heap allocation per call): post_pre, the widest
+  // operator, has 11.
+  static constexpr int kMaxSeen = 16;
+  Seen seen_[kMaxSeen];
+  int num_seen_ = 0;
 };
 
 /// Row stride (elements) of a token-major tensor, or 0 when absent.

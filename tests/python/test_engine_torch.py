@@ -196,3 +196,26 @@ def test_docs_engine_buffers_two_streams_example_runs():
     scope = {"__name__": "docs_example"}
     exec(compile(code, "docs/integration.md", "exec"), scope)
     assert scope["ok"]
+
+
+def test_operator_argument_errors_raise(rng):
+    """The C++ operators' own checks (the config list, the mode strings) raise MhcError, never crash;
+    until issue 16 no test reached them (the first to, on CUDA, was the missing-workspace check)."""
+    config = mhc.Config(n=4, H=16)
+    values = mt.config_values(config)
+    res, pm = _tbf16(rng, (2, 4, 16)), torch.rand(2, 4)
+    collapse = torch.ops.mhc.collapse.default
+    assert collapse(res, pm, None, "carried", values).shape == (2, 16)
+    cases = [
+        (values[:7], "expected 8 values"),
+        ((4.5,) + values[1:], "n must be an integer"),
+        ((0.0,) + values[1:], r"n must be (an integer )?in 1\.\.8"),
+        (values[:5] + (2.5,) + values[6:], "sinkhorn_iters must be an integer"),
+    ]
+    for bad, message in cases:
+        with pytest.raises(RuntimeError, match=message):
+            collapse(res, pm, None, "carried", bad)
+    with pytest.raises(mhc.MhcError, match="pre_source: expected 'computed', 'carried' or 'identity', got 'bogus'"):
+        mt.collapse(res, pm, config=config, pre_source="bogus")
+    with pytest.raises(mhc.MhcError, match="kind: expected 'learned', 'carried' or 'mean', got 'bogus'"):
+        mt.head(res, config=config, kind="bogus")
