@@ -148,7 +148,8 @@ for r in map(json.loads, open(sys.argv[1])):
         print(f"create warmup={r['warmup']}: {r['create_ms']:.1f} ms ({r['loaded']}/{r['kernels']}), context {r['context_ms']:.0f} ms")
     else:
         print(f"  {r['op']} T={r['T']}: first {r['first_us']:.1f} us (host {r['first_host_us']:.1f}) steady {r['steady_us']:.1f} "
-              f"(host {r['steady_host_us']:.1f}) ratio {r['ratio']:.2f}")
+              f"(host {r['steady_host_us']:.1f}) ratio {r['ratio']:.2f}; after another busy period {r['after_busy_us']:.1f} "
+              f"(host {r['after_busy_host_us']:.1f})")
 EOF
 fi
 

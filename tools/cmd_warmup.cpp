@@ -242,13 +242,22 @@ int run_warmup(const WarmupOptions& o) {
     std::sort(later.begin(), later.end());
     std::sort(later_host.begin(), later_host.end());
     const double steady_us = later[later.size() / 2];
+    // The control: one more call after another busy period, when the call is no longer the
+    // first. What it costs above steady is the idle period's, not the first call's (cold host
+    // caches after the busy loop's other API calls, the GPU's wake-up).
+    double again_host_us = 0.0;
+    double again_us = 0.0;
+    {
+      const std::shared_ptr<void> busy_again = busy_gpu(device, o.busy_ms);
+      again_us = timed_call(again_host_us);
+    }
     std::snprintf(line, sizeof line,
                   "{\"what\": \"first_call\", \"op\": \"%s\", \"model\": \"%s\", \"T\": %lld, \"warmup\": %s, "
                   "\"first_us\": %.2f, \"steady_us\": %.2f, \"ratio\": %.3f, \"first_host_us\": %.2f, "
-                  "\"steady_host_us\": %.2f}",
+                  "\"steady_host_us\": %.2f, \"after_busy_us\": %.2f, \"after_busy_host_us\": %.2f}",
                   name.c_str(), preset.name.c_str(), static_cast<long long>(T), o.no_warmup ? "false" : "true",
                   first_us, steady_us, steady_us > 0 ? first_us / steady_us : 0.0, first_host_us,
-                  later_host[later_host.size() / 2]);
+                  later_host[later_host.size() / 2], again_us, again_host_us);
     emit(o, line);
   }
   return 0;

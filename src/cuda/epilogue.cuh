@@ -82,7 +82,8 @@ __device__ __forceinline__ void sinkhorn_iterations(float (&c)[N * N], int iters
 /// The spec's Sinkhorn (section 3), in registers, on an N x N matrix c[j*N + k]. The loop stays
 /// rolled: unrolled, its 20 iterations ran faster warm on one thread (bench/probes/
 /// sinkhorn_forms.cu: 3387 against 4216 cycles) but the decode kernel, whose phase 2 runs the
-/// chain once per launch from a cold instruction cache, got slower (session 8 call 4).
+/// chain once per launch from a cold instruction cache, got slower (session 8 calls 4 and 5: the
+/// V4-Flash decode step 806 us unrolled, 729 rolled, the same kernels otherwise).
 template <int N>
 __device__ __forceinline__ void sinkhorn(float (&c)[N * N], int iters, float eps) {
   sinkhorn_rows_softmax<N>(c, eps);

@@ -101,10 +101,12 @@ static_assert(run_in_bytes(1) % 16 == 0 && run_mid_bytes(1) % 16 == 0 && (kGroup
               "16-byte aligned regions");
 
 // Phase 1 of block (c, first): the post stage and the partials of chunk c for the run's tokens
-// [first, first + 16 G). Every input of the run is staged at once (one memory latency for the
-// run), then the post, the A tiles and the sums of squares of all its groups, then the mma
-// chains of each group, then the partials.
-template <bool kPost>
+// [first, first + 16 G): the post, the A tiles and the sums of squares of all its groups, then the
+// mma chains of each group, then the partials. kStaged (runs of G > 1): every input of the run is
+// first staged in shared memory at once, so the run pays one memory latency; otherwise (G = 1)
+// each item loads its inputs straight into registers, which saves the staging's barrier and
+// shared-memory round trip (session 8 call 5: 0.1-0.5 us at G = 1). The same arithmetic either way.
+template <bool kPost, bool kStaged>
 __device__ __forceinline__ void chunk_run(const ChunkDecodeParams& d, int c, int64_t first, int groups,
                                           const uint2 (&b)[3][kMmaSteps], unsigned char* smem) {
   const N4Params& p = d.p;
@@ -120,7 +122,7 @@ __device__ __forceinline__ void chunk_run(const ChunkDecodeParams& d, int c, int
   // kernel wrote them); the mixes by plain L2 loads (their rows need not be 16-byte aligned).
   constexpr int kPieces = (kPost ? kN + 1 : kN) * (kChunkCols / 8);
   const int64_t col0 = static_cast<int64_t>(c) * kChunkCols;
-  for (int i = tid; i < ntok * kPieces; i += kThreads) {
+  for (int i = tid; kStaged && i < ntok * kPieces; i += kThreads) {
     const int tl = i / kPieces, q = i % kPieces, s = q / (kChunkCols / 8), cv = q % (kChunkCols / 8);
     const int64_t t = first + tl;
     if (s < kN) {
@@ -130,16 +132,18 @@ __device__ __forceinline__ void chunk_run(const ChunkDecodeParams& d, int c, int
       cp_async16_keep(s_lo + tl * kChunkCols + cv * 8, p.layer_output + t * p.layer_output_stride + col0 + cv * 8);
     }
   }
-  cp_async_commit();
-  if (kPost) {
+  if (kStaged) cp_async_commit();
+  if (kPost && kStaged) {
     for (int i = tid; i < ntok * kMixes; i += kThreads) {
       const int tl = i / kMixes, m = i % kMixes;
       const int64_t t = first + tl;
       s_mix[i] = m < kN ? __ldcg(p.post_mix + t * p.post_mix_stride + m) : __ldcg(p.comb_mix + t * p.comb_mix_stride + m - kN);
     }
   }
-  cp_async_wait<0>();
-  __syncthreads();
+  if (kStaged) {
+    cp_async_wait<0>();
+    __syncthreads();
+  }
   // The post, residual_out, the A tiles (in place) and the sums of squares: item (token, 8-column
   // vector), 16 items a token; a warp's 32 items are two whole tokens (the butterfly's lanes), so
   // every warp runs each pass whole; tokens past T are zero rows.
@@ -150,12 +154,21 @@ __device__ __forceinline__ void chunk_run(const ChunkDecodeParams& d, int c, int
     if (tl < ntok) {
       const int64_t t = first + tl;
       uint4 r[kN];
+      if (kStaged) {
 #pragma unroll
-      for (int s = 0; s < kN; ++s) r[s] = *reinterpret_cast<const uint4*>(row + s * kChunkCols);
-      if (kPost) {
+        for (int s = 0; s < kN; ++s) r[s] = *reinterpret_cast<const uint4*>(row + s * kChunkCols);
+      } else {
+        const bf16_t* res = p.residual + t * p.residual_stride + col0 + cv * 8;
+#pragma unroll
+        for (int s = 0; s < kN; ++s) r[s] = ldcg16(res + s * p.res_stream_stride);
+      }
+      if (kPost && kStaged) {
         const uint4 lo = *reinterpret_cast<const uint4*>(s_lo + tl * kChunkCols + cv * 8);
         const float* mix = s_mix + tl * kMixes;
         post8(post_weights(mix, mix + kN), r, lo, x);
+      } else if (kPost) {
+        const uint4 lo = ldcg16(p.layer_output + t * p.layer_output_stride + col0 + cv * 8);
+        post8(token_post_weights(p, t), r, lo, x);
       } else {
 #pragma unroll
         for (int s = 0; s < kN; ++s) x[s] = r[s];
@@ -214,7 +227,7 @@ __device__ __forceinline__ void chunk_run(const ChunkDecodeParams& d, int c, int
   }
 }
 
-template <bool kPost>
+template <bool kPost, bool kStaged>
 __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDecodeParams d) {
   extern __shared__ __align__(16) unsigned char smem[];  // run_smem_bytes(d.run)
   __shared__ float s_part[kPartialSplit][kPartial];
@@ -248,7 +261,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
   if (probe == 1) return;
   {
     const int64_t left_groups = (p.T - first + kGroup - 1) / kGroup;
-    chunk_run<kPost>(d, c, first, static_cast<int>(left_groups < d.run ? left_groups : d.run), b, smem);
+    chunk_run<kPost, kStaged>(d, c, first, static_cast<int>(left_groups < d.run ? left_groups : d.run), b, smem);
   }
   if (probe == 2) return;
   // Arrival: the block barrier orders every thread's partial and residual_out writes before
@@ -342,13 +355,16 @@ void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* cou
   const char* probe = std::getenv("MHC_DECODE_PROBE");
   d.probe = probe != nullptr ? std::atoi(probe) : 0;
 #endif
-  launch_kernel(p.has_post ? decode_chunk_kernel<true> : decode_chunk_kernel<false>,
+  // The staged phase 1 only where a block has several groups (see chunk_run).
+  const bool staged = d.run > 1;
+  launch_kernel(p.has_post ? (staged ? decode_chunk_kernel<true, true> : decode_chunk_kernel<true, false>)
+                           : (staged ? decode_chunk_kernel<false, true> : decode_chunk_kernel<false, false>),
                 dim3(static_cast<unsigned>(d.blocks)), kThreads, static_cast<size_t>(run_smem_bytes(d.run)), ctx, d);
 }
 
 bool configure_decode_chunk_kernel(int device) {
-  return allow_dynamic_smem(decode_chunk_kernel<false>, device, run_smem_bytes(kMaxRun)) &&
-         allow_dynamic_smem(decode_chunk_kernel<true>, device, run_smem_bytes(kMaxRun));
+  return allow_dynamic_smem(decode_chunk_kernel<false, true>, device, run_smem_bytes(kMaxRun)) &&
+         allow_dynamic_smem(decode_chunk_kernel<true, true>, device, run_smem_bytes(kMaxRun));
 }
 
 }  // namespace mhc::cuda::n4
@@ -357,6 +373,8 @@ bool configure_decode_chunk_kernel(int device) {
 // that every launched kernel is listed).
 #include "src/cuda/kernel_list.cuh"
 void mhc::cuda::n4::list_decode_chunk_kernels(KernelList& out) {
-  add_kernel(out, decode_chunk_kernel<false>, "n4::decode_chunk_kernel<false>");
-  add_kernel(out, decode_chunk_kernel<true>, "n4::decode_chunk_kernel<true> (post)");
+  add_kernel(out, decode_chunk_kernel<false, false>, "n4::decode_chunk_kernel<false, false>");
+  add_kernel(out, decode_chunk_kernel<true, false>, "n4::decode_chunk_kernel<true, false> (post)");
+  add_kernel(out, decode_chunk_kernel<false, true>, "n4::decode_chunk_kernel<false, true> (staged runs)");
+  add_kernel(out, decode_chunk_kernel<true, true>, "n4::decode_chunk_kernel<true, true> (post, staged runs)");
 }
