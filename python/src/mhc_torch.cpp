@@ -39,20 +39,26 @@ using Str = c10::string_view;
 const mhc::pyext::ApiTable* g_api = nullptr;
 
 // Raises a RuntimeError "python/src/mhc_torch.cpp:LINE: message" (mhc.torch turns a message with
-// a location into mhc.MhcError).
+// a location into mhc.MhcError). The message goes to torch as a const char* (the overload
+// check_api uses): on the H200's torch 2.11 build, raising through the std::string overload
+// crashed the process (session 8 calls 2 and 7), while library errors raised this way did not.
 #define MHC_TORCH_CHECK(cond, ...)                                                                 \
   do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      std::ostringstream mhc_os_;                                                                  \
-      mhc_os_ << "python/src/mhc_torch.cpp:" << __LINE__ << ": ";                                  \
-      stream_all(mhc_os_, __VA_ARGS__);                                                            \
-      TORCH_CHECK(false, mhc_os_.str());                                                           \
-    }                                                                                              \
+    if (!(cond)) raise_message(__LINE__, __VA_ARGS__);                                             \
   } while (0)
 
 template <typename... Parts>
-void stream_all(std::ostringstream& os, const Parts&... parts) {
-  (os << ... << parts);
+[[noreturn]] void raise_message(int line, const Parts&... parts) {
+  static thread_local std::string message;
+  {
+    std::ostringstream os;
+    os << "python/src/mhc_torch.cpp:" << line << ": ";
+    (os << ... << parts);
+    message = os.str();
+  }
+  const char* text = message.c_str();
+  TORCH_CHECK(false, text);
+  __builtin_unreachable();
 }
 
 // A library error (already "file:line: message") as a RuntimeError.
