@@ -23,7 +23,8 @@
 
 #include <cstdint>
 #include <optional>
-#include <sstream>
+#include <cstdio>
+#include <type_traits>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -39,23 +40,35 @@ using Str = c10::string_view;
 const mhc::pyext::ApiTable* g_api = nullptr;
 
 // Raises a RuntimeError "python/src/mhc_torch.cpp:LINE: message" (mhc.torch turns a message with
-// a location into mhc.MhcError). The message goes to torch as a const char* (the overload
-// check_api uses): on the H200's torch 2.11 build, raising through the std::string overload
-// crashed the process (session 8 calls 2 and 7), while library errors raised this way did not.
+// a location into mhc.MhcError). The message is formed without iostreams: with this module's
+// hidden visibility, GCC 13 in C++20 mode instantiated std::ostream's numeric insertion here,
+// with its own copy of the locale facet ids, and inserting a number crashed in a wrong facet
+// (session 8 on the H200, torch 2.11: every error of these checks; a native backtrace showed
+// std::ostream::_M_insert<long> in this module calling into codecvt).
 #define MHC_TORCH_CHECK(cond, ...)                                                                 \
   do {                                                                                             \
     if (!(cond)) raise_message(__LINE__, __VA_ARGS__);                                             \
   } while (0)
 
+inline void append_part(std::string& out, const char* s) { out += s; }
+inline void append_part(std::string& out, const std::string& s) { out += s; }
+inline void append_part(std::string& out, c10::Device d) { out += d.str(); }
+inline void append_part(std::string& out, c10::ScalarType t) { out += c10::toString(t); }
+inline void append_part(std::string& out, double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  out += buf;
+}
+template <typename Int, typename = std::enable_if_t<std::is_integral_v<Int>>>
+void append_part(std::string& out, Int v) {
+  out += std::to_string(v);
+}
+
 template <typename... Parts>
 [[noreturn]] void raise_message(int line, const Parts&... parts) {
   static thread_local std::string message;
-  {
-    std::ostringstream os;
-    os << "python/src/mhc_torch.cpp:" << line << ": ";
-    (os << ... << parts);
-    message = os.str();
-  }
+  message = "python/src/mhc_torch.cpp:" + std::to_string(line) + ": ";
+  (append_part(message, parts), ...);
   const char* text = message.c_str();
   TORCH_CHECK(false, text);
   __builtin_unreachable();
