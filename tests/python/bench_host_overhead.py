@@ -9,8 +9,11 @@ For each operator and T in (0, 1) it times, per call, the paths an engine can ta
   mt        mhc.torch.<op> (the Python wrapper over the functional operator)
   ops       mhc.<op> (the array API, mhc.ops) with every output given
 and, as the floor, torch.add(x, x, out=y) on an empty tensor. On the CPU, T = 0 is pure host
-time (T = 1 adds the op's arithmetic); on a GPU the calls enqueue kernels without waiting (a
-synchronisation after each batch, outside the timed region), so every row is host time. Rows
+time (T = 1 adds the op's arithmetic). On a GPU each sample is one call timed alone after a
+device synchronisation (`enqueue`: the GPU is idle, so the call never waits for a full launch
+queue), so every row is host time; timing back-to-back batches instead (the CPU method) measured
+the GPU's throughput at T = 1 whenever a kernel took longer than the host's call (session 8 on the
+H200: 8-15 us "host" time at T = 1 against 4-5 at T = 0). Rows
 are JSON lines: median, p10 and p90 over batches of calls, in microseconds, with the torch
 version, the operator backend (mhc.torch.BACKEND: cpp or python) and the device.
 """
@@ -25,6 +28,21 @@ import torch
 
 import mhc
 import mhc.torch as mt
+
+
+def _time_enqueue(fn, sync, samples=2000):
+    """Median, p10, p90 of single calls, each after a synchronisation (GPU: pure enqueue cost)."""
+    for _ in range(200):
+        fn()
+    sync()
+    out = []
+    for _ in range(samples):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t0) * 1e6)
+    out.sort()
+    return statistics.median(out), out[len(out) // 10], out[(9 * len(out)) // 10]
 
 
 def _time(fn, sync, batches=30, per_batch=200):
@@ -139,13 +157,15 @@ def main(argv=None):
         sync = lambda: None  # noqa: E731
     x = torch.empty(0, device=device)
     y = torch.empty(0, device=device)
-    floor = _time(lambda: torch.add(x, x, out=y), sync)[0]
+    timer = _time_enqueue if device.type == "cuda" else _time
+    floor = timer(lambda: torch.add(x, x, out=y), sync)[0]
     rows = []
     for T in [int(t) for t in a.T.split(",")]:
         for op, paths in cases(device, a.H, T).items():
             for path in a.paths.split(","):
-                med, p10, p90 = _time(paths[path], sync)
+                med, p10, p90 = timer(paths[path], sync)
                 row = dict(what="host_overhead", op=op, T=T, H=a.H, path=path, device=str(device),
+                           method="enqueue" if device.type == "cuda" else "batch",
                            backend=mt.BACKEND, host_us=round(med, 3), p10_us=round(p10, 3), p90_us=round(p90, 3),
                            torch_add_empty_us=round(floor, 3), torch=torch.__version__, mhc=mhc.__version__)
                 rows.append(row)
