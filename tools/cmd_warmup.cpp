@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include "mhc/mhc.hpp"
 #include "tools/bench.hpp"
 #include "tools/cli.hpp"
@@ -42,6 +44,16 @@ struct WarmupOptions {
   std::vector<std::string> ops = {"pre_broadcast", "post_pre", "pre", "post", "head"};  // timed in this order
   std::string out;
 };
+
+// Page faults (minor + major) and context switches (voluntary + involuntary) of the process.
+struct Usage {
+  long faults = 0, switches = 0;
+};
+Usage usage_now() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  return Usage{r.ru_minflt + r.ru_majflt, r.ru_nvcsw + r.ru_nivcsw};
+}
 
 double now_ms() {
   using clock = std::chrono::steady_clock;
@@ -158,7 +170,7 @@ int run_warmup(const WarmupOptions& o) {
   const double t1 = now_ms();
   const WarmupReport again = warmup(device);  // after create: everything is loaded already
   const double again_ms = now_ms() - t1;
-  char line[512];
+  char line[768];
   std::snprintf(line, sizeof line,
                 "{\"what\": \"workspace_create\", \"model\": \"%s\", \"device\": \"%s\", \"max_tokens\": %lld, "
                 "\"warmup\": %s, \"context_ms\": %.3f, \"create_ms\": %.3f, \"kernels\": %d, \"loaded\": %d, "
@@ -222,10 +234,17 @@ int run_warmup(const WarmupOptions& o) {
   sync(gpu);
   const std::shared_ptr<void> busy = busy_gpu(device, o.busy_ms);
   // One call: its wall time with the synchronisation, and the host part (until the call returns).
+  // `faults` / `switches`: the page faults and context switches of the process during the host
+  // part (getrusage), to tell a first call's extra host time apart.
+  long faults = 0, switches = 0;
   auto timed_call = [&](double& host_us) {
+    const Usage u0 = usage_now();
     const double c0 = now_ms();
     tools::bench::chain_call(call, in, next, true);
     host_us = (now_ms() - c0) * 1000.0;
+    const Usage u1 = usage_now();
+    faults = u1.faults - u0.faults;
+    switches = u1.switches - u0.switches;
     sync(gpu);
     return (now_ms() - c0) * 1000.0;
   };
@@ -233,6 +252,7 @@ int run_warmup(const WarmupOptions& o) {
     call.op = name;
     double first_host_us = 0.0;
     const double first_us = timed_call(first_host_us);
+    const long first_faults = faults, first_switches = switches;
     std::vector<double> later, later_host;
     for (int i = 0; i < 21; ++i) {
       double host_us = 0.0;
@@ -254,10 +274,13 @@ int run_warmup(const WarmupOptions& o) {
     std::snprintf(line, sizeof line,
                   "{\"what\": \"first_call\", \"op\": \"%s\", \"model\": \"%s\", \"T\": %lld, \"warmup\": %s, "
                   "\"first_us\": %.2f, \"steady_us\": %.2f, \"ratio\": %.3f, \"first_host_us\": %.2f, "
-                  "\"steady_host_us\": %.2f, \"after_busy_us\": %.2f, \"after_busy_host_us\": %.2f}",
+                  "\"steady_host_us\": %.2f, \"after_busy_us\": %.2f, \"after_busy_host_us\": %.2f, "
+                  "\"first_page_faults\": %ld, \"first_context_switches\": %ld, \"after_busy_page_faults\": %ld, "
+                  "\"after_busy_context_switches\": %ld}",
                   name.c_str(), preset.name.c_str(), static_cast<long long>(T), o.no_warmup ? "false" : "true",
                   first_us, steady_us, steady_us > 0 ? first_us / steady_us : 0.0, first_host_us,
-                  later_host[later_host.size() / 2], again_us, again_host_us);
+                  later_host[later_host.size() / 2], again_us, again_host_us, first_faults, first_switches, faults,
+                  switches);
     emit(o, line);
   }
   return 0;
