@@ -11,16 +11,23 @@
 // hostile input is rejected with nothing written; the dispatcher's default is cpu_fast.
 //
 // post.cpu_fast must give the oracle's bits for every output (NaN for NaN, any sign) (its fp32 sums are certified or
-// redone in double): checked over T = 0, 1, 3, 17, 64, 600 and H = 7, 64, 4096, 5120, full and
-// broadcast residuals, strided rows, NaN/Inf/huge inputs and cancelling terms (the double
-// fallback), for 1, 2, 3 and the default number of OpenMP threads and every SIMD level.
+// redone in double): checked over T = 0, 1, 3, 17, 64, 600 and H = 7, 64, 4096, 5120 (PostGrid, one
+// case per H), full and broadcast residuals, strided rows, NaN/Inf/huge inputs and cancelling
+// terms (the double fallback), T = 600 by non-temporal stores (its output 64-byte aligned), for
+// 1, 2, 3 and the default number of OpenMP threads and every SIMD level.
+//
+// Each oracle result is computed once and every thread count and SIMD level is compared with it;
+// a thread count equal to the default is not run twice (thread_counts), and the inputs are drawn
+// by NormalBf16 and each H's weights once for all T (drawing inputs cost more than the calls).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -40,7 +47,25 @@ namespace {
 using mhc::Config;
 using mhc::DType;
 using mhc::TensorView;
-using Bits = std::vector<uint16_t>;
+// bf16 buffers start on a 64-byte boundary (a large std::vector's data sits 16 bytes past one),
+// so that post.cpu_fast's non-temporal stores, which need aligned rows, run on a large residual_out.
+template <typename V>
+struct Aligned64 {
+  using value_type = V;
+  Aligned64() = default;
+  template <typename U>
+  Aligned64(const Aligned64<U>&) {}
+  V* allocate(size_t count) {
+    const size_t bytes = (count * sizeof(V) + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, bytes == 0 ? 64 : bytes);
+    if (p == nullptr) throw std::bad_alloc();
+    return static_cast<V*>(p);
+  }
+  void deallocate(V* p, size_t) { std::free(p); }
+  friend bool operator==(const Aligned64&, const Aligned64&) { return true; }
+  friend bool operator!=(const Aligned64&, const Aligned64&) { return false; }
+};
+using Bits = std::vector<uint16_t, Aligned64<uint16_t>>;
 using Floats = std::vector<float>;
 
 uint16_t bf16_bits_of(float f) {  // truncation: the inputs only need to be some bf16 values
@@ -48,6 +73,49 @@ uint16_t bf16_bits_of(float f) {  // truncation: the inputs only need to be some
   std::memcpy(&w, &f, sizeof w);
   return static_cast<uint16_t>(w >> 16);
 }
+
+// A 64-bit uniform random bit generator (splitmix64), cheaper than std::mt19937.
+struct SplitMix {
+  using result_type = uint64_t;
+  uint64_t state;
+  static constexpr result_type min() { return 0; }
+  static constexpr result_type max() { return ~result_type{0}; }
+  result_type operator()() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+};
+
+// bf16 N(0, 1) values, cheaply (a grid draws tens of millions; a fresh normal costs several times
+// a pool sample): 63 in 64 from a pool of 2^16 normals drawn once a process (2517 distinct bf16
+// values, missing 0.7% of a normal's mass: the far tails and the smallest magnitudes), 1 in 64
+// drawn fresh, so every value a normal gives can occur.
+class NormalBf16 {
+ public:
+  explicit NormalBf16(uint64_t seed) : rng_{seed} {}
+  uint16_t operator()() {
+    const uint64_t r = rng_();
+    if ((r & 63u) != 0) return pool_[static_cast<size_t>(r >> 48)];
+    return mhc::detail::float_to_bf16(normal_(rng_));
+  }
+
+ private:
+  static const Bits& pool() {
+    static const Bits p = [] {
+      Bits v(size_t{1} << 16);
+      SplitMix rng{0x6d6863};
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      for (auto& x : v) x = mhc::detail::float_to_bf16(normal(rng));
+      return v;
+    }();
+    return p;
+  }
+  const Bits& pool_ = pool();
+  SplitMix rng_;
+  std::normal_distribution<float> normal_{0.0f, 1.0f};
+};
 
 // Inputs of one post call. Rows of layer_output and residual are `pad` elements longer than
 // they need to be (strided views when pad > 0).
@@ -66,13 +134,13 @@ PostInputs make_inputs(int64_t T, int64_t H, int64_t pad, bool broadcast, uint32
   in.H = H;
   in.pad = pad;
   in.broadcast = broadcast;
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
+  SplitMix rng{seed};
+  NormalBf16 normal(seed);
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   in.out.resize(static_cast<size_t>(T * in.out_stride()));
   in.res.resize(static_cast<size_t>(T * in.res_stride()));
-  for (auto& v : in.out) v = bf16_bits_of(normal(rng));
-  for (auto& v : in.res) v = bf16_bits_of(normal(rng));
+  for (auto& v : in.out) v = normal();
+  for (auto& v : in.res) v = normal();
   in.post.resize(static_cast<size_t>(T * 4));
   in.comb.resize(static_cast<size_t>(T * 16));
   for (auto& v : in.post) v = 2.0f * unit(rng);
@@ -169,39 +237,57 @@ class ThreadCount {  // sets the OpenMP thread count for a scope
   int saved_ = 1;
 };
 
+// The thread counts of a bit-equality check: `counts`, then 0 (the default: every core) unless
+// the default is one of `counts` already (two cores: {1, 2}, the default run would repeat the 2).
+std::vector<int> thread_counts(std::initializer_list<int> counts) {
+  std::vector<int> list(counts);
+#ifdef _OPENMP
+  const int all = omp_get_max_threads();
+#else
+  const int all = 1;
+#endif
+  if (std::find(list.begin(), list.end(), all) == list.end()) list.push_back(0);
+  return list;
+}
+
 TEST(CpuFastPost, DefaultDispatchOnTheCpuForNEquals4) {
   const PostInputs in = make_inputs(2, 8, 0, false, 1);
   EXPECT_EQ(count_differences(run_post(in, nullptr), run_post(in, "post.cpu_ref")), 0);
 }
 
-TEST(CpuFastPost, BitEqualToTheOracleOverTheGrid) {
-  uint32_t seed = 100;
+// One ctest case per H (the two large H take most of the time; ctest -j2 runs them side by side).
+class PostGrid : public testing::TestWithParam<int64_t> {};
+
+TEST_P(PostGrid, BitEqualToTheOracle) {
+  const int64_t H = GetParam();
+  uint32_t seed = 100 + static_cast<uint32_t>(H);
   for (int64_t T : {0, 1, 3, 17, 64, 600}) {
-    for (int64_t H : {7, 64, 4096, 5120}) {
-      for (bool broadcast : {false, true}) {
-        const int64_t pad = (T + H) % 3 == 0 ? 0 : 5;  // some strided, some contiguous
-        const PostInputs in = make_inputs(T, H, pad, broadcast, seed++);
-        const Bits want = run_post(in, "post.cpu_ref");
-        for (int threads : {1, 2, 3, 0}) {  // 0: the default
-          const ThreadCount scope(threads);
-          const Bits got = run_post(in, "post.cpu_fast");
-          EXPECT_EQ(count_differences(got, want), 0)
-              << "T = " << T << ", H = " << H << (broadcast ? ", broadcast" : "") << ", pad " << pad
-              << ", threads " << threads;
-        }
-        using mhc::detail::cpu::Isa;
-        for (Isa level : {Isa::kAvx2, Isa::kScalar}) {  // every lower SIMD level (T = 600: the best level's streaming)
-          if (level >= mhc::detail::cpu::best_isa() || T > 64) continue;
-          mhc::detail::cpu::force_isa(level);
-          const Bits got = run_post(in, "post.cpu_fast");
-          mhc::detail::cpu::force_isa(Isa::kAvx512);
-          EXPECT_EQ(count_differences(got, want), 0) << "T = " << T << ", H = " << H << (broadcast ? ", broadcast" : "")
-                                                     << ", " << mhc::detail::cpu::isa_name(level);
-        }
+    for (bool broadcast : {false, true}) {
+      const int64_t pad = (T + H) % 3 == 0 ? 0 : 5;  // some strided, some contiguous
+      const PostInputs in = make_inputs(T, H, pad, broadcast, seed++);
+      const Bits want = run_post(in, "post.cpu_ref");
+      for (int threads : thread_counts({1, 2, 3})) {
+        const ThreadCount scope(threads);
+        const Bits got = run_post(in, "post.cpu_fast");
+        EXPECT_EQ(count_differences(got, want), 0)
+            << "T = " << T << ", H = " << H << (broadcast ? ", broadcast" : "") << ", pad " << pad
+            << ", threads " << threads;
+      }
+      using mhc::detail::cpu::Isa;
+      for (Isa level : {Isa::kAvx2, Isa::kScalar}) {  // every lower SIMD level (T = 600: the best level's streaming)
+        if (level >= mhc::detail::cpu::best_isa() || T > 64) continue;
+        mhc::detail::cpu::force_isa(level);
+        const Bits got = run_post(in, "post.cpu_fast");
+        mhc::detail::cpu::force_isa(Isa::kAvx512);
+        EXPECT_EQ(count_differences(got, want), 0) << "T = " << T << ", H = " << H << (broadcast ? ", broadcast" : "")
+                                                   << ", " << mhc::detail::cpu::isa_name(level);
       }
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(H, PostGrid, testing::Values(int64_t{7}, int64_t{64}, int64_t{4096}, int64_t{5120}),
+                         [](const testing::TestParamInfo<int64_t>& i) { return "H" + std::to_string(i.param); });
 
 // Sums whose fp32 chain lands on the wrong side of a bf16 rounding boundary: only the double
 // fallback gives the oracle's bits here.
@@ -335,6 +421,16 @@ bool exact_collapse(const Mode& m) {
   return m.source != PreSource::kComputed;
 }
 
+// bf16 N(0, 1) in every logical element of t (NormalBf16).
+void fill_normal_bf16(Tensor& t, uint64_t seed) {
+  ASSERT_EQ(t.dtype, DType::kBFloat16);
+  NormalBf16 normal(seed);
+  for (int64_t r = 0; r < t.rows(); ++r) {
+    uint16_t* row = t.h16.data() + r * t.stride();
+    for (int64_t i = 0; i < t.row_len(); ++i) row[i] = normal();
+  }
+}
+
 // One call's tensors (host only), rows padded by 3 elements, outputs NaN-poisoned.
 struct Case {
   Mode mode;
@@ -355,7 +451,36 @@ struct Case {
   }
 };
 
-Case make_case(const Mode& m, int64_t T, int64_t H, uint64_t seed) {
+// The mode's prepared weights for H (a mix block, or a learned head's), drawn from `seed`.
+mhc::PreparedWeights make_weights(const Mode& m, int64_t H, uint64_t seed) {
+  const int64_t n = 4;
+  const bool head = m.op == OpKind::kHead;
+  const int32_t rows = head ? 4 : 24;
+  const int64_t K = n * H;
+  mhc::tools::Rng rng(mhc_test::mix_seed(seed, 77));
+  const Floats fn = mhc::tools::random_f32(static_cast<size_t>(rows * K), rng, 1.0 / std::sqrt(static_cast<double>(K)));
+  Floats scale(head ? 1 : 3);
+  for (float& v : scale) v = static_cast<float>(0.5 + rng.uniform());
+  const Floats base = mhc::tools::random_f32(static_cast<size_t>(rows), rng, 0.5);
+  const TensorView fv = mhc::make_view(fn.data(), DType::kFloat32, {rows, K});
+  const TensorView sv = mhc::make_view(scale.data(), DType::kFloat32, {static_cast<int64_t>(scale.size())});
+  const TensorView bv = mhc::make_view(base.data(), DType::kFloat32, {rows});
+  if (head) {
+    mhc::HeadWeightsView v;
+    v.fn = fv;
+    v.scale = sv;
+    v.base = bv;
+    return mhc::prepare_head(v, 4, H, mhc::Device{});
+  }
+  mhc::MixWeightsView v;
+  v.fn = fv;
+  v.scale = sv;
+  v.base = bv;
+  return mhc::prepare(v, 4, H, mhc::Device{});
+}
+
+// weights: the mode's weights for H where it has some (make_weights); none given: drawn from seed.
+Case make_case(const Mode& m, int64_t T, int64_t H, uint64_t seed, const mhc::PreparedWeights* weights = nullptr) {
   Case c;
   c.mode = m;
   c.T = T;
@@ -398,35 +523,10 @@ Case make_case(const Mode& m, int64_t T, int64_t H, uint64_t seed) {
     } else if (name == "rmsnorm_weight") {
       mhc_test::fill_uniform(tensor, s, 0.5, 1.5);
     } else {
-      mhc_test::fill_normal(tensor, s);
+      fill_normal_bf16(tensor, s);
     }
   }
-  if (has_weights(m)) {
-    const bool head = m.op == OpKind::kHead;
-    const int32_t rows = head ? 4 : 24;
-    const int64_t K = n * H;
-    mhc::tools::Rng rng(mhc_test::mix_seed(seed, 77));
-    const Floats fn = mhc::tools::random_f32(static_cast<size_t>(rows * K), rng, 1.0 / std::sqrt(static_cast<double>(K)));
-    Floats scale(head ? 1 : 3);
-    for (float& v : scale) v = static_cast<float>(0.5 + rng.uniform());
-    const Floats base = mhc::tools::random_f32(static_cast<size_t>(rows), rng, 0.5);
-    const TensorView fv = mhc::make_view(fn.data(), DType::kFloat32, {rows, K});
-    const TensorView sv = mhc::make_view(scale.data(), DType::kFloat32, {static_cast<int64_t>(scale.size())});
-    const TensorView bv = mhc::make_view(base.data(), DType::kFloat32, {rows});
-    if (head) {
-      mhc::HeadWeightsView v;
-      v.fn = fv;
-      v.scale = sv;
-      v.base = bv;
-      c.weights = mhc::prepare_head(v, 4, H, mhc::Device{});
-    } else {
-      mhc::MixWeightsView v;
-      v.fn = fv;
-      v.scale = sv;
-      v.base = bv;
-      c.weights = mhc::prepare(v, 4, H, mhc::Device{});
-    }
-  }
+  if (has_weights(m)) c.weights = weights != nullptr ? *weights : make_weights(m, H, seed);
   c.poison();
   return c;
 }
@@ -538,8 +638,12 @@ std::string call(Case& c, const std::string& variant, int64_t t0 = 0, int64_t ro
 }
 
 using Outputs = std::map<std::string, Tensor>;
-Tensor clone(const Tensor& x) {
-  Tensor y = mhc_test::make_tensor(x.dtype, x.shape, x.stride() - x.row_len(), x.output, false);
+Tensor clone(const Tensor& x) {  // host copies only (a CPU test has no device memory)
+  Tensor y;
+  y.dtype = x.dtype;
+  y.shape = x.shape;
+  y.stride0 = x.stride0;
+  y.output = x.output;
   y.h16 = x.h16;
   y.h32 = x.h32;
   y.g16 = x.h16;  // check_padding reads the "downloaded" copy
@@ -583,14 +687,16 @@ TEST_P(OpsGrid, MatchesTheOracleOnEveryThreadCount) {
   const std::string fast = std::string(op_id(m.op)) + ".cpu_fast";
   uint64_t seed = 1000;
   for (int64_t H : {4096, 5120, 7168, 999}) {
+    // One set of weights for every T of this H (drawing them cost more than the calls at T <= 5).
+    const mhc::PreparedWeights weights = has_weights(m) ? make_weights(m, H, seed + 500) : mhc::PreparedWeights{};
     for (int64_t T : {0, 1, 5, 67}) {
       if (H != 4096 && T == 67 && m.op != OpKind::kPostPre) continue;  // keep the oracle's time modest
       const std::string label = "H=" + std::to_string(H) + " T=" + std::to_string(T);
-      Case c = make_case(m, T, H, seed++);
+      Case c = make_case(m, T, H, seed++, &weights);
       call(c, std::string(op_id(m.op)) + ".cpu_ref");
       Outputs want = outputs(c);
       Outputs first;
-      for (int threads : {1, 2, 0}) {
+      for (int threads : thread_counts({1, 2})) {
         const ThreadCount scope(threads);
         c.poison();
         EXPECT_EQ(call(c, ""), fast) << label;  // the default on the CPU

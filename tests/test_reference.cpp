@@ -906,6 +906,44 @@ TEST(KnownAnswer, MixesFormula) {
   }
 }
 
+// The oracle's mixes (mixes.cpu_ref) are formula_mixes' values (each dot a plain row sum, in i
+// order) rounded to fp32, bit for bit, not only within kMixRel. n = 1, 2, 3, 4, 8: 3, 8, 15, 24
+// and 80 rows, whole groups of the four rows the oracle sums side by side and the rows after the
+// last group.
+TEST(KnownAnswer, MixesDotsAreThePlainRowSums) {
+  auto bits = [](float f) {
+    uint32_t w;
+    std::memcpy(&w, &f, sizeof w);
+    return w;
+  };
+  for (int n : {1, 2, 3, 4, 8}) {
+    for (int64_t H : {int64_t{7}, int64_t{999}}) {
+      SCOPED_TRACE(shape_label(n, H));
+      const Config c = test_config(n, H);
+      const int64_t T = 3;
+      const Inputs in = random_inputs(c, T, 900 + static_cast<uint64_t>(n * 10 + H));
+      Result r = poisoned_result(c, T);
+      mhc::MixesArgs a;
+      a.config = c;
+      a.residual = bf16_view(in.residual, {T, c.n, c.H});
+      a.weights = &in.block.prepared;
+      a.pre_mix = f32_view(r.pre_mix, {T, c.n});
+      a.post_mix = f32_view(r.post_mix, {T, c.n});
+      a.comb_mix = f32_view(r.comb_mix, {T, c.n, c.n});
+      a.exec.variant = "mixes.cpu_ref";
+      mhc::mixes(a);
+      const Expected e = formula_pre(c, T, PreSource::kComputed, in.residual, false, in.block, nullptr, nullptr);
+      for (size_t i = 0; i < r.pre_mix.size(); ++i) {
+        EXPECT_EQ(bits(r.pre_mix[i]), bits(static_cast<float>(e.pre_mix[i]))) << "pre_mix[" << i << "]";
+        EXPECT_EQ(bits(r.post_mix[i]), bits(static_cast<float>(e.post_mix[i]))) << "post_mix[" << i << "]";
+      }
+      for (size_t i = 0; i < r.comb_mix.size(); ++i) {
+        EXPECT_EQ(bits(r.comb_mix[i]), bits(static_cast<float>(e.comb_mix[i]))) << "comb_mix[" << i << "]";
+      }
+    }
+  }
+}
+
 TEST(KnownAnswer, CollapseFormula) {
   for (int n : kTinyN) {
     for (int64_t H : kTinyH) {
