@@ -24,22 +24,8 @@ constexpr int kIters = 20;
 constexpr float kEps = 1e-6f;
 constexpr int kCases = 4096;
 
-__device__ __forceinline__ void init_rows(float (&c)[16], float eps) {
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    float mx = c[j * 4];
-#pragma unroll
-    for (int k = 1; k < 4; ++k) mx = (c[j * 4 + k] > mx || isnan(c[j * 4 + k])) ? c[j * 4 + k] : mx;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) c[j * 4 + k] = expf(c[j * 4 + k] - mx);
-    const float r = fast_rcp(tree_sum<1, 0, 4>(c, j * 4));
-#pragma unroll
-    for (int k = 0; k < 4; ++k) c[j * 4 + k] = fmaf(c[j * 4 + k], r, eps);
-  }
-}
-
 __device__ __forceinline__ void sinkhorn_unrolled(float (&c)[16], float eps) {
-  init_rows(c, eps);
+  sinkhorn_rows_softmax<4>(c, eps);
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
     if (it > 0) normalise_lines<4, 4, 1>(c, eps);
@@ -64,7 +50,7 @@ __device__ __forceinline__ void normalise_pairs(float (&c)[16], float eps) {
 }
 
 __device__ __forceinline__ void sinkhorn_pair(float (&c)[16], float eps) {
-  init_rows(c, eps);
+  sinkhorn_rows_softmax<4>(c, eps);
   for (int it = 0; it < kIters; ++it) {
     if (it > 0) normalise_pairs<4, 1>(c, eps);
     normalise_pairs<1, 4>(c, eps);

@@ -28,11 +28,11 @@ void warm_calls(Workspace& ws) {
                                           c.n, H, device);
   // One zeroed block for every tensor of one token, each at a 256-byte boundary.
   size_t used = 0;
-  std::vector<std::pair<size_t, size_t>> parts;
+  std::vector<size_t> offsets;
   auto part = [&](size_t bytes) {
-    parts.emplace_back(used, bytes);
+    offsets.push_back(used);
     used += (bytes + 255) / 256 * 256;
-    return parts.size() - 1;
+    return offsets.size() - 1;
   };
   const size_t bf_row = static_cast<size_t>(H) * 2, bf_streams = static_cast<size_t>(n * H) * 2;
   const size_t f_n = static_cast<size_t>(n) * 4, f_nn = static_cast<size_t>(n * n) * 4;
@@ -40,7 +40,7 @@ void warm_calls(Workspace& ws) {
                i_comb = part(f_nn), i_pre = part(f_n), i_res_out = part(bf_streams), i_li = part(bf_row),
                i_post_out = part(f_n), i_comb_out = part(f_nn), i_pre_out = part(f_n);
   const std::shared_ptr<void> mem = cuda_zeroed(device, used);
-  auto at = [&](size_t i) { return static_cast<void*>(static_cast<uint8_t*>(mem.get()) + parts[i].first); };
+  auto at = [&](size_t i) { return static_cast<void*>(static_cast<uint8_t*>(mem.get()) + offsets[i]); };
   auto bf = [&](size_t i, std::initializer_list<int64_t> shape) { return make_view(at(i), DType::kBFloat16, shape, device); };
   auto f32 = [&](size_t i, std::initializer_list<int64_t> shape) { return make_view(at(i), DType::kFloat32, shape, device); };
   Exec exec;
