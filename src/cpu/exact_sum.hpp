@@ -6,7 +6,10 @@
 // e = (2N + 3) u max|w| sum|v| + 2^-126 (u = 2^-24: 2N - 1 roundings of products and partial
 // sums, each <= u max|w| sum|v|; the spare cover the rounding of e and of s -/+ e, and a contracted
 // FMA chain; 2^-126, the least normal fp32, covers underflow and keeps the bound out of the
-// subnormal range, whose arithmetic costs a microcode assist per operation on x86). When s - e and s + e round to one bf16 and |s| + e is finite, that bf16 is the
+// subnormal range, whose arithmetic costs a microcode assist per operation on x86). The AVX-512
+// loop over 32 columns (exact_sums_avx512) runs s = fma(w_j, v_j, s), N roundings, and uses the
+// tighter (N + 3) u max|w| sum|v| + 2^-126 (sum_error_scale, Chain::kFma): fewer sums go to the
+// double path. When s - e and s + e round to one bf16 and |s| + e is finite, that bf16 is the
 // answer: rounding is monotone and the exact sum lies in [s - e, s + e]; the oracle's float64 sum
 // (every product exact, at most N roundings of 2^-53) lies there too. Otherwise (cancelling terms,
 // NaN/Inf, overflow) the sum is redone in double in the oracle's order and rounded once.
@@ -35,12 +38,21 @@ inline uint32_t round_bf16_finite(float f) {
   return (w + 0x7fffu + ((w >> 16) & 1u)) >> 16;
 }
 
-/// (2N + 3) u max_j |w[j]|: times sum_j |v[j]| it bounds the error of the N-term fp32 chain.
-template <int N>
+/// Which fp32 chain a bound is for: kMulAdd (s = w0*v0, then s = s + w_j*v_j: 2N - 1 roundings,
+/// or fewer where the compiler contracts) or kFma (s = w0*v0, then s = fma(w_j, v_j, s): N roundings).
+enum class Chain { kMulAdd, kFma };
+
+/// c u max_j |w[j]|: times sum_j |v[j]| it bounds the error of the N-term fp32 chain, with
+/// c = 2N + 3 (kMulAdd) or N + 3 (kFma). The FMA chain's error is <= N u (1 + u)^N max|w| sum|v|
+/// (each of its N roundings <= u times a partial sum <= (1 + u)^N max|w| sum|v|); of the 3 spare,
+/// about 1 covers the rounding of s -/+ e and under 1 the roundings of the scale, of sum|v|
+/// (computed) and of e, which are each relative u.
+template <int N, Chain kChain = Chain::kMulAdd>
 inline float sum_error_scale(const float* w) {
   float m = std::fabs(w[0]);
   for (int j = 1; j < N; ++j) m = std::fmax(m, std::fabs(w[j]));
-  return m * (static_cast<float>(2 * N + 3) * 0x1p-24f);
+  constexpr int c = kChain == Chain::kFma ? N + 3 : 2 * N + 3;
+  return m * (static_cast<float>(c) * 0x1p-24f);
 }
 
 /// double_to_bf16 (round to nearest even) by integer arithmetic where v is in bf16's normal range
@@ -84,6 +96,11 @@ __attribute__((target("avx2,fma"))) inline void load_lane_avx2(const bf16_t* con
 }
 
 #define MHC_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma")))
+
+/// 32 bf16 (64-byte aligned, both) to dst by a non-temporal store.
+MHC_AVX512_BF16 inline void store_stream_32(bf16_t* dst, const bf16_t* src) {
+  _mm512_stream_si512(reinterpret_cast<__m512i*>(dst), _mm512_load_si512(src));
+}
 
 template <int N>
 MHC_AVX512_BF16 inline void load_lane_avx512(const bf16_t* const* rows, int64_t h0, float (&v)[N][kLane],
@@ -170,13 +187,50 @@ MHC_AVX512_BF16 inline uint64_t exact_sum_lane_avx512(const float* w, float scal
   return redo;
 }
 
+/// The groups of 32 columns whose certified bf16 failed somewhere, kept back by exact_sums_avx512
+/// until it redoes them together: the calls to oracle_sum (which clobber every vector register)
+/// stay off its loop. Each entry: the 32 bf16 of output k at column h, with a bit per column to redo.
+struct PendingGroups {
+  static constexpr int kCapacity = 16;
+  alignas(64) bf16_t out[kCapacity][32];
+  int64_t h[kCapacity];
+  uint32_t bad[kCapacity];
+  int k[kCapacity];
+  int count = 0;
+};
+
+/// Redoes the pending groups' bad columns by oracle_sum and stores each group (non-temporal where
+/// stream), then empties the list.
+template <int N, bool kFromZero>
+__attribute__((noinline)) void redo_pending(PendingGroups& pend, const bf16_t* const* rows, const float (*w)[N],
+                                            bf16_t* const* dst, bool stream) {
+  for (int e = 0; e < pend.count; ++e) {
+    const int64_t h = pend.h[e];
+    const int k = pend.k[e];
+    bf16_t* out = pend.out[e];
+    for (uint32_t bad = pend.bad[e]; bad != 0; bad &= bad - 1) {
+      const int i = __builtin_ctz(bad);
+      float terms[N];
+      for (int j = 0; j < N; ++j) terms[j] = bf16_to_float(rows[j][h + i]);
+      out[i] = oracle_sum<N, kFromZero>(w[k], terms);
+    }
+    if (stream) {
+      store_stream_32(dst[k] + h, out);
+    } else {
+      std::memcpy(dst[k] + h, out, 32 * sizeof(bf16_t));
+    }
+  }
+  pend.count = 0;
+}
+
 /// KO exact sums over N bf16 rows for the columns [h_begin, h_end) ((h_end - h_begin) % 32 == 0),
 /// all in registers (AVX-512): dst[k][h] = bf16(sum_j w[k][j] * rows[j][h]), scale[k] =
-/// sum_error_scale<N>(w[k]). 32 columns at a time: the N rows widened once for the KO sums; each
-/// sum an FMA chain (the bound covers it); both ends s -/+ e of 32 columns rounded by one BF16
+/// sum_error_scale<N, Chain::kFma>(w[k]). 32 columns at a time: the N rows widened once for the KO
+/// sums; each sum an FMA chain; both ends s -/+ e of 32 columns rounded by one BF16
 /// instruction each (round to nearest even; subnormal inputs flushed to zero, which only ever
 /// makes the two ends differ, since |s| > e >= 2^-126 when both have one sign). Certified where
-/// the ends agree and are finite (an inf or NaN end has exponent 0xff); the rest by oracle_sum.
+/// the ends agree and are finite (an inf or NaN end has exponent 0xff); the rest by oracle_sum,
+/// after the loop or whenever PendingGroups is full (redo_pending).
 /// The certified bf16 is the exact sum's rounding, as at every level.
 /// stream: the outputs go out by non-temporal stores (every dst[k] + h_begin 64-byte aligned; the
 /// caller fences with _mm_sfence before anything reads them).
@@ -185,6 +239,7 @@ MHC_AVX512_BF16 void exact_sums_avx512(const bf16_t* const* rows, const float (*
                                        bf16_t* const* dst, int64_t h_begin, int64_t h_end, bool stream = false) {
   const __m512 tiny = _mm512_set1_ps(0x1p-126f);
   const __m512i expmask = _mm512_set1_epi16(0x7f80);
+  PendingGroups pend;
   for (int64_t h = h_begin; h < h_end; h += 32) {
     __m512 v[N][2];
     __m512 a[2];
@@ -209,8 +264,8 @@ MHC_AVX512_BF16 void exact_sums_avx512(const bf16_t* const* rows, const float (*
       const __m512i hi = (__m512i)(_mm512_cvtne2ps_pbh(hi_end[1], hi_end[0]));
       const __mmask32 ok = _mm512_mask_cmpneq_epi16_mask(_mm512_cmpeq_epi16_mask(lo, hi),
                                                           _mm512_and_si512(lo, expmask), expmask);
-      uint32_t bad = ~static_cast<uint32_t>(ok);
-      if (bad == 0) {
+      const uint32_t bad = ~static_cast<uint32_t>(ok);
+      if (__builtin_expect(bad == 0, 1)) {
         if (stream) {
           _mm512_stream_si512(reinterpret_cast<__m512i*>(dst[k] + h), lo);
         } else {
@@ -218,22 +273,15 @@ MHC_AVX512_BF16 void exact_sums_avx512(const bf16_t* const* rows, const float (*
         }
         continue;
       }
-      alignas(64) bf16_t out[32];
-      _mm512_store_si512(out, lo);
-      while (bad != 0) {
-        const int i = __builtin_ctz(bad);
-        bad &= bad - 1;
-        float terms[N];
-        for (int j = 0; j < N; ++j) terms[j] = bf16_to_float(rows[j][h + i]);
-        out[i] = oracle_sum<N, kFromZero>(w[k], terms);
-      }
-      if (stream) {
-        _mm512_stream_si512(reinterpret_cast<__m512i*>(dst[k] + h), _mm512_load_si512(out));
-      } else {
-        std::memcpy(dst[k] + h, out, sizeof out);
-      }
+      const int e = pend.count++;
+      _mm512_store_si512(pend.out[e], lo);
+      pend.h[e] = h;
+      pend.bad[e] = bad;
+      pend.k[e] = k;
+      if (pend.count == PendingGroups::kCapacity) redo_pending<N, kFromZero>(pend, rows, w, dst, stream);
     }
   }
+  if (pend.count > 0) redo_pending<N, kFromZero>(pend, rows, w, dst, stream);
 }
 
 /// dst[i] = bf16(sum_j w[j] * v[j][i]) exactly, i < len; scale = sum_error_scale<N>(w).

@@ -212,7 +212,8 @@ void collapse_token(const Problem& p, int64_t t, const double (&pre)[kN]) {
       h_begin = p.H & ~int64_t{31};
       const float(*wk)[kN] = &w;
       bf16_t* const dsts[1] = {dst};
-      cpu::exact_sums_avx512<kN, 1, true>(rows, wk, &scale, dsts, 0, h_begin);
+      const float scale_fma = cpu::sum_error_scale<kN, cpu::Chain::kFma>(w);
+      cpu::exact_sums_avx512<kN, 1, true>(rows, wk, &scale_fma, dsts, 0, h_begin);
     }
     for (int64_t h0 = h_begin; h0 < p.H; h0 += kLane) {
       const int64_t len = std::min<int64_t>(kLane, p.H - h0);

@@ -4,7 +4,8 @@
 // Each output is the fp32 chain s = w0*v0, then s = s + w_j*v_j (term order: the layer output,
 // then streams 0..3), with the a-priori bound e = (2N + 3) u max|w| sum|v| + 2^-126 (N = 5 terms,
 // u = 2^-24; 2N - 1 roundings of products and partial sums, each <= u max|w| sum|v|, the spare
-// cover the rounding of the bound and of s -/+ e, and also a contracted FMA chain). When s - e
+// cover the rounding of the bound and of s -/+ e, and also a contracted FMA chain); the AVX-512
+// loop's FMA chain (N roundings) uses (N + 3) u max|w| sum|v| + 2^-126 (exact_sum.hpp). When s - e
 // and s + e round to one bf16 and |s| + e is finite, that bf16 is the answer (certified: rounding
 // is monotone and the exact sum lies in the interval). Otherwise (cancelling terms, NaN/Inf,
 // overflow) the sum is redone in double exactly as the oracle does it (every product of an fp32
@@ -38,7 +39,8 @@ constexpr int64_t kStreamMinBytes = int64_t{16} << 20;  // post's residual_out f
 
 struct TokenRows {
   float w[kN][kTerms];   // per output stream k: post[k], comb[0..3, k]
-  float scale[kN];       // (2N + 3) u max_j |w[k][j]|
+  float scale[kN];       // sum_error_scale of w[k] for the lanes' chain (Chain::kMulAdd)
+  float scale_fma[kN];   // and for exact_sums_avx512's (Chain::kFma)
   const bf16_t* out;     // [H]
   const bf16_t* res[kN]; // stream j's row (all the same row for a broadcast residual)
   bf16_t* dst[kN];       // output stream k's row
@@ -52,6 +54,7 @@ TokenRows token_rows(const Problem& p, int64_t t) {
     r.w[k][0] = post[k];
     for (int j = 0; j < kN; ++j) r.w[k][1 + j] = comb[j * kN + k];
     r.scale[k] = cpu::sum_error_scale<kTerms>(r.w[k]);
+    r.scale_fma[k] = cpu::sum_error_scale<kTerms, cpu::Chain::kFma>(r.w[k]);
   }
   r.out = p.layer_output + t * p.layer_output_stride;
   const bf16_t* row = p.residual + t * p.residual_stride;
@@ -78,7 +81,7 @@ void post_columns(const TokenRows& r, int64_t h_begin, int64_t h_end, bool strea
     const bf16_t* rows[kTerms] = {r.out, r.res[0], r.res[1], r.res[2], r.res[3]};
     bool aligned = true;
     for (bf16_t* d : r.dst) aligned = aligned && reinterpret_cast<uintptr_t>(d + h_begin) % 64 == 0;
-    cpu::exact_sums_avx512<kTerms, kN, false>(rows, r.w, r.scale, r.dst, h_begin, h32, stream && aligned);
+    cpu::exact_sums_avx512<kTerms, kN, false>(rows, r.w, r.scale_fma, r.dst, h_begin, h32, stream && aligned);
     h_begin = h32;
   }
   for (int64_t h = h_begin; h < h_end; h += kLane) post_lane(r, h, h_end - h < kLane ? h_end - h : kLane);
