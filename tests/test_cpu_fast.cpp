@@ -680,6 +680,43 @@ void compare(const Mode& m, Outputs& want, Outputs& got, const std::string& labe
   }
 }
 
+// head.cpu_fast's output goes out by non-temporal stores from cpu::kStreamMinBytes of residual
+// (64-byte aligned rows; OpsGrid's cases are smaller and unaligned): the same bits as calls on
+// slices of the batch below that size, for 1 and 2 threads, learned (with and without the fold)
+// and mean.
+TEST(CpuFastHead, StreamedOutputEqualsSlicedCalls) {
+  const int64_t H = 64, n = 4, K = n * H, slice = 512;
+  const int64_t T = mhc::detail::cpu::kStreamMinBytes / static_cast<int64_t>(K * sizeof(uint16_t));
+  NormalBf16 normal(91);
+  Bits residual(static_cast<size_t>(T * K)), norm(static_cast<size_t>(H)), want(static_cast<size_t>(T * H));
+  for (uint16_t& v : residual) v = normal();
+  for (uint16_t& v : norm) v = mhc::detail::float_to_bf16(1.0f + 0.125f * mhc::detail::bf16_to_float(normal()));
+  const Mode learned{"head_learned_norm", OpKind::kHead, PreSource::kComputed, HeadKind::kLearned, true};
+  const mhc::PreparedWeights weights = make_weights(learned, H, 93);
+  auto run = [&](HeadKind kind, bool fold, int64_t t0, int64_t count, Bits& out) {
+    mhc::HeadArgs a;
+    a.config = mhc::model_preset("deepseek-v4-flash").config;
+    a.config.H = H;
+    a.kind = kind;
+    a.residual = mhc::make_view(residual.data() + t0 * K, DType::kBFloat16, {count, n, H});
+    a.weights = kind == HeadKind::kLearned ? &weights : nullptr;
+    if (fold) a.rmsnorm_weight = mhc::make_view(norm.data(), DType::kBFloat16, {H});
+    a.output = mhc::make_view(out.data() + t0 * H, DType::kBFloat16, {count, H});
+    a.exec.variant = "head.cpu_fast";
+    mhc::head(a);
+  };
+  for (const auto& [kind, fold] : {std::pair{HeadKind::kLearned, true}, std::pair{HeadKind::kLearned, false},
+                                   std::pair{HeadKind::kMean, true}}) {
+    for (int64_t t0 = 0; t0 < T; t0 += slice) run(kind, fold, t0, slice, want);
+    for (int threads : thread_counts({1, 2})) {
+      const ThreadCount scope(threads);
+      Bits got(want.size(), 0xffff);
+      run(kind, fold, 0, T, got);
+      EXPECT_TRUE(got == want) << "head kind " << static_cast<int>(kind) << " fold " << fold << " threads " << threads;
+    }
+  }
+}
+
 class OpsGrid : public testing::TestWithParam<Mode> {};
 
 TEST_P(OpsGrid, MatchesTheOracleOnEveryThreadCount) {

@@ -40,6 +40,10 @@ inline bool use_avx512() { return isa() == Isa::kAvx512; }
 constexpr int kTile = 8;         // tokens per tile of the mixes dot products (at most)
 constexpr int kMaxDotRows = 24;  // weight rows per cpu::dots call (at most): M for n = 4
 constexpr int64_t kChunk = 256;  // K elements per fp32 chunk of a dot product (32 per lane)
+/// From this many bytes of bf16 activations read by one call (post's residual, head's residual),
+/// the call's bf16 output goes past the caches by non-temporal stores (AVX-512, 64-byte aligned
+/// rows): no read for ownership of lines that nothing reads soon.
+constexpr int64_t kStreamMinBytes = int64_t{16} << 20;
 
 /// The canonical dot products of the fast mixes (fast_mixes.cpp): for tokens i < tb (x[i]: K bf16
 /// values) and weight rows r in [r0, r1) (fn: [rows, K] fp32), dot[i * ld + r] =

@@ -126,73 +126,89 @@ bf16_t fold_double(bf16_t u, bf16_t w, double inv) {
 
 // The fold of columns [0, H16) (H16 % 16 == 0) with AVX-512: the same fp32 y = (u * inv) * w and
 // bound as fold_rmsnorm's scalar loop, s -/+ e rounded by the BF16 instruction (as in
-// exact_sum_lane_avx512), so the same certified bits; the rest in double.
+// exact_sum_lane_avx512), so the same certified bits; the rest in double. u from src, the result
+// to dst (src == dst allowed); stream: by non-temporal stores (dst 64-byte aligned).
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"))) void fold_avx512(
-    bf16_t* dst, const bf16_t* w, int64_t H16, float inv_f, double inv) {
+    const bf16_t* src, bf16_t* dst, const bf16_t* w, int64_t H16, float inv_f, double inv, bool stream) {
   const __m512 vinv = _mm512_set1_ps(inv_f), ue = _mm512_set1_ps(5.0f * 0x1p-24f), tiny = _mm512_set1_ps(0x1p-126f);
   const __m512 fmax = _mm512_set1_ps(FLT_MAX);
   for (int64_t h = 0; h < H16; h += 16) {
     const __m512 u = _mm512_castsi512_ps(
-        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dst + h))), 16));
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + h))), 16));
     const __m512 wv = _mm512_castsi512_ps(
         _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + h))), 16));
     const __m512 y = _mm512_mul_ps(_mm512_mul_ps(u, vinv), wv);
     const __m512 e = _mm512_add_ps(_mm512_mul_ps(_mm512_abs_ps(y), ue), tiny);
-    const __m256i lo = (__m256i)(_mm512_cvtneps_pbh(_mm512_sub_ps(y, e)));
+    __m256i lo = (__m256i)(_mm512_cvtneps_pbh(_mm512_sub_ps(y, e)));
     const __m256i hi = (__m256i)(_mm512_cvtneps_pbh(_mm512_add_ps(y, e)));
     const __mmask16 fin = _mm512_cmp_ps_mask(_mm512_add_ps(_mm512_abs_ps(y), e), fmax, _CMP_LE_OQ);
     const __mmask16 ok = _mm256_mask_cmpeq_epi16_mask(fin, lo, hi);
     uint32_t bad = static_cast<uint16_t>(~ok);
-    while (bad != 0) {  // before the store: the redo reads u from dst
-      const int i = __builtin_ctz(bad);
-      bad &= bad - 1;
-      dst[h + i] = fold_double(dst[h + i], w[h + i], inv);
+    if (bad != 0) {
+      alignas(32) bf16_t out[16];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(out), lo);
+      for (; bad != 0; bad &= bad - 1) {
+        const int i = __builtin_ctz(bad);
+        out[i] = fold_double(src[h + i], w[h + i], inv);
+      }
+      lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(out));
     }
-    _mm256_mask_storeu_epi16(dst + h, ok, lo);
+    if (stream) {
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + h), lo);
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + h), lo);
+    }
   }
 }
 
-// RMSNorm fold of one row in place: dst[h] = bf16(u[h] * inv * w[h]).
-void fold_rmsnorm(const Problem& p, bf16_t* dst) {
-  const double ss = cpu::sumsq(dst, p.H);
+// RMSNorm fold of one row: dst[h] = bf16(u[h] * inv * w[h]), u = src (src == dst allowed); stream
+// as in fold_avx512 (AVX-512 only).
+void fold_rmsnorm(const Problem& p, const bf16_t* src, bf16_t* dst, bool stream) {
+  const double ss = cpu::sumsq(src, p.H);
   const double inv = 1.0 / std::sqrt(ss / static_cast<double>(p.H) + static_cast<double>(p.rmsnorm_eps));
   const float inv_f = static_cast<float>(inv);
   const bf16_t* w = p.rmsnorm_weight;
   int64_t h_begin = 0;
   if (cpu::use_avx512()) {
     h_begin = p.H & ~int64_t{15};
-    fold_avx512(dst, w, h_begin, inv_f, inv);
+    fold_avx512(src, dst, w, h_begin, inv_f, inv, stream);
   }
   for (int64_t h0 = h_begin; h0 < p.H; h0 += kLane) {
     const int64_t len = std::min<int64_t>(kLane, p.H - h0);
-    float y[kLane];
-    uint8_t redo[kLane];
-    int any_redo = 0;
     for (int64_t i = 0; i < len; ++i) {
-      y[i] = (bf16_to_float(dst[h0 + i]) * inv_f) * bf16_to_float(w[h0 + i]);
-      const float e = std::fabs(y[i]) * (5.0f * 0x1p-24f) + 0x1p-126f;
-      const uint32_t lo = cpu::round_bf16_finite(y[i] - e);
-      const uint32_t hi = cpu::round_bf16_finite(y[i] + e);
-      const bool ok = lo == hi && std::fabs(y[i]) + e <= FLT_MAX;
-      redo[i] = static_cast<uint8_t>(!ok);
-      any_redo |= !ok;
-      y[i] = ok ? 0.0f : 1.0f;
-      if (ok) dst[h0 + i] = static_cast<bf16_t>(lo);
-    }
-    if (any_redo == 0) continue;
-    for (int64_t i = 0; i < len; ++i) {
-      if (redo[i] == 0) continue;
-      dst[h0 + i] = fold_double(dst[h0 + i], w[h0 + i], inv);
+      const bf16_t u = src[h0 + i];
+      const float y = (bf16_to_float(u) * inv_f) * bf16_to_float(w[h0 + i]);
+      const float e = std::fabs(y) * (5.0f * 0x1p-24f) + 0x1p-126f;
+      const uint32_t lo = cpu::round_bf16_finite(y - e);
+      const uint32_t hi = cpu::round_bf16_finite(y + e);
+      const bool ok = lo == hi && std::fabs(y) + e <= FLT_MAX;
+      dst[h0 + i] = ok ? static_cast<bf16_t>(lo) : fold_double(u, w[h0 + i], inv);
     }
   }
 }
 
-// Collapse of token t with the weights `pre` (ignored for identity), then the optional fold.
-void collapse_token(const Problem& p, int64_t t, const double (&pre)[kN]) {
+// Columns of a row that collapse_token keeps in a stack buffer between the collapse and the fold.
+constexpr int64_t kScratchColumns = 16384;
+
+// Whether the call's bf16 output goes out by non-temporal stores (cpu::kStreamMinBytes): head only,
+// whose output nothing in the call reads again.
+bool stream_output(const Problem& p) {
+  return p.op == Op::kHead && cpu::use_avx512() &&
+         p.T * p.K() * static_cast<int64_t>(sizeof(bf16_t)) >= cpu::kStreamMinBytes;
+}
+
+// Collapse of token t with the weights `pre` (ignored for identity), then the optional fold. With
+// AVX-512 and a fold, the collapse goes to a stack buffer and the fold reads it from there.
+// stream: the row's final values by non-temporal stores where the row is 64-byte aligned.
+void collapse_token(const Problem& p, int64_t t, const double (&pre)[kN], bool stream) {
   bf16_t* dst = p.layer_input + t * p.layer_input_stride;
+  stream = stream && reinterpret_cast<uintptr_t>(dst) % 64 == 0;
   const bf16_t* base = p.has_post_stage() ? p.residual_out + t * p.residual_out_stride : p.residual + t * p.residual_stride;
+  const bool fold = p.rmsnorm_weight != nullptr;
+  alignas(64) bf16_t scratch[kScratchColumns];
+  bf16_t* u = fold && cpu::use_avx512() && p.H <= kScratchColumns ? scratch : dst;  // the collapse's row
   if (p.pre_source == PreSource::kIdentity && !p.mean_head()) {
-    std::memcpy(dst, base, static_cast<size_t>(p.H) * sizeof(bf16_t));  // stream 0, bit for bit
+    std::memcpy(u, base, static_cast<size_t>(p.H) * sizeof(bf16_t));  // stream 0, bit for bit
   } else {
     float w[kN];
     if (p.mean_head()) {
@@ -211,19 +227,19 @@ void collapse_token(const Problem& p, int64_t t, const double (&pre)[kN]) {
     if (cpu::use_avx512()) {
       h_begin = p.H & ~int64_t{31};
       const float(*wk)[kN] = &w;
-      bf16_t* const dsts[1] = {dst};
+      bf16_t* const dsts[1] = {u};
       const float scale_fma = cpu::sum_error_scale<kN, cpu::Chain::kFma>(w);
-      cpu::exact_sums_avx512<kN, 1, true>(rows, wk, &scale_fma, dsts, 0, h_begin);
+      cpu::exact_sums_avx512<kN, 1, true>(rows, wk, &scale_fma, dsts, 0, h_begin, stream && u == dst);
     }
     for (int64_t h0 = h_begin; h0 < p.H; h0 += kLane) {
       const int64_t len = std::min<int64_t>(kLane, p.H - h0);
       float v[kN][kLane];
       float abs_sum[kLane];
       cpu::load_lane<kN>(rows, h0, len, v, abs_sum);
-      cpu::exact_sum_lane<kN, true>(w, scale, v, abs_sum, len, dst + h0);
+      cpu::exact_sum_lane<kN, true>(w, scale, v, abs_sum, len, u + h0);
     }
   }
-  if (p.rmsnorm_weight != nullptr) fold_rmsnorm(p, dst);
+  if (fold) fold_rmsnorm(p, u, dst, stream);
 }
 
 // pre_broadcast's optional residual_out: n bit-exact copies of the embedding.
@@ -236,10 +252,10 @@ void broadcast_copies(const Problem& p, int64_t t) {
 
 // After the dots: the epilogue (if any) and the collapse (if any) of token t; selfdot is
 // cpu::selfdot of its mixes' input.
-void finish_token(const Problem& p, int64_t t, const double* dot, double selfdot) {
+void finish_token(const Problem& p, int64_t t, const double* dot, double selfdot, bool stream) {
   double pre[kN] = {0, 0, 0, 0};
   if (p.has_mixes_stage()) mixes_epilogue(p, t, dot, ss_of(p, t, selfdot), pre);
-  if (p.has_collapse_stage()) collapse_token(p, t, pre);
+  if (p.has_collapse_stage()) collapse_token(p, t, pre, stream);
 }
 
 // The whole pipeline for tokens [t0, t0 + tb), tb <= kTile.
@@ -251,11 +267,13 @@ void run_tile(const Problem& p, const WeightRows& wr, int64_t t0, int tb) {
   double dot[kTile * kMaxRows];
   double ss[kTile] = {};
   if (wr.rows > 0) {
-    const bf16_t* x[kTile];
+    const bf16_t* x[kTile] = {};
     for (int i = 0; i < tb; ++i) x[i] = mixes_row(p, t0 + i);
     cpu::dots(x, tb, wr.fn, wr.len, 0, wr.rows, dot, kMaxRows, ss);
   }
-  for (int i = 0; i < tb; ++i) finish_token(p, t0 + i, dot + i * kMaxRows, ss[i]);
+  const bool stream = stream_output(p);
+  for (int i = 0; i < tb; ++i) finish_token(p, t0 + i, dot + i * kMaxRows, ss[i], stream);
+  if (stream) _mm_sfence();  // this thread's non-temporal stores, before the region's barrier
 }
 
 void run_phased(const Problem& p, const WeightRows& wr) {
@@ -287,7 +305,7 @@ void run_phased(const Problem& p, const WeightRows& wr) {
   MHC_OMP_FOR_IF_PAR
   for (int64_t t = 0; t < T; ++t) {
     const double selfdot = wr.rows > 0 ? cpu::selfdot(mixes_row(p, t), wr.len) : 0.0;
-    finish_token(p, t, dot + t * kMaxRows, selfdot);
+    finish_token(p, t, dot + t * kMaxRows, selfdot, false);
   }
 }
 

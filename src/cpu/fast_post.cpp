@@ -35,7 +35,6 @@ constexpr int kN = 4;              // streams
 constexpr int kTerms = kN + 1;     // the layer output, then the streams
 constexpr int64_t kBlock = 256;    // columns per work item
 constexpr int64_t kParallelMin = 16384;  // below this many outputs, one thread
-constexpr int64_t kStreamMinBytes = int64_t{16} << 20;  // post's residual_out from here: streamed
 
 struct TokenRows {
   float w[kN][kTerms];   // per output stream k: post[k], comb[0..3, k]
@@ -108,7 +107,7 @@ void fast_post_run(const Problem& p) {
   const int64_t items = p.T * blocks_per_token;
   // The post op's residual_out goes past the caches by non-temporal stores when it is large (no
   // read for ownership: 18H instead of 26H bytes a token); post_pre's stays in cache for its mixes.
-  const bool stream = p.op == Op::kPost && p.T * p.K() * static_cast<int64_t>(sizeof(bf16_t)) >= kStreamMinBytes;
+  const bool stream = p.op == Op::kPost && p.T * p.K() * static_cast<int64_t>(sizeof(bf16_t)) >= cpu::kStreamMinBytes;
 #ifdef _OPENMP
   const bool parallel = p.T * p.H * kN >= kParallelMin;
 #pragma omp parallel if (parallel)
