@@ -141,14 +141,10 @@ if [[ "$steps" == *" warmup "* ]]; then
       timeout 30 $B warmup --max-tokens 65536 --first-call --tokens $T $args --out "$R/warmup.jsonl" > /dev/null 2>>"$R/warmup.log"
     done
   done
-  # What a process's first call pays that a later one does not: lazy symbol binding
-  # (LD_BIND_NOW), the C library handing freed heap back to the kernel (no trim, a top pad).
-  for envs in "LD_BIND_NOW=1" "MALLOC_TRIM_THRESHOLD_=1073741824 MALLOC_TOP_PAD_=67108864" \
-              "LD_BIND_NOW=1 MALLOC_TRIM_THRESHOLD_=1073741824 MALLOC_TOP_PAD_=67108864"; do
-    echo "env $envs" >> "$R/warmup.jsonl.env"
-    env $envs timeout 30 $B warmup --max-tokens 65536 --first-call --tokens 1 --out "$R/warmup-env.jsonl" > /dev/null 2>>"$R/warmup.log"
-    env $envs timeout 30 $B warmup --max-tokens 65536 --first-call --tokens 1 --ops post,head,pre_broadcast,post_pre,pre \
-      --out "$R/warmup-env.jsonl" > /dev/null 2>>"$R/warmup.log"
+  # The first call against a control after a second busy period, with the busy buffer allocated
+  # once before the workspace (the default above) or afresh for each busy period.
+  for args in "--busy-alloc each" "--busy-alloc each --ops post,head,pre_broadcast,post_pre,pre"; do
+    timeout 30 $B warmup --max-tokens 65536 --first-call --tokens 1 $args --out "$R/warmup-env.jsonl" > /dev/null 2>>"$R/warmup.log"
   done
   python3 - "$R/warmup.jsonl" "$R/warmup-env.jsonl" <<'EOF' | tee -a "$R/summary.txt"
 import json, sys
@@ -158,7 +154,7 @@ for i, path in enumerate(sys.argv[1:]):
     if r["what"] == "workspace_create":
         print(f"create warmup={r['warmup']}: {r['create_ms']:.1f} ms ({r['loaded']}/{r['kernels']}), context {r['context_ms']:.0f} ms")
     else:
-        print(f"  {r['op']} T={r['T']}: first {r['first_us']:.1f} us (host {r['first_host_us']:.1f}) steady {r['steady_us']:.1f} "
+        print(f"  {r['op']} T={r['T']} {r.get('busy_alloc', '')}: first {r['first_us']:.1f} us (host {r['first_host_us']:.1f}) steady {r['steady_us']:.1f} "
               f"(host {r['steady_host_us']:.1f}) ratio {r['ratio']:.2f}; after another busy period {r['after_busy_us']:.1f} "
               f"(host {r['after_busy_host_us']:.1f}); faults {r.get('first_page_faults')}/{r.get('after_busy_page_faults')} "
               f"switches {r.get('first_context_switches')}/{r.get('after_busy_context_switches')}")

@@ -8,7 +8,8 @@
 //
 // --no-warmup creates the workspace without loading the kernels, to show the stall it removes.
 // The CUDA context is created first and timed apart (an engine has one already); --busy-ms of
-// memsets run before the first calls so that they are not timed at the idle GPU clock.
+// memsets run before the first calls so that they are not timed at the idle GPU clock (into a
+// buffer allocated before the workspace; --busy-alloc each: a fresh one per busy period).
 // --out appends one JSON object per line (the create row, then one row per operator).
 #include <algorithm>
 #include <chrono>
@@ -41,6 +42,7 @@ struct WarmupOptions {
   int64_t tokens = 1;
   bool no_warmup = false;
   double busy_ms = 50.0;  // GPU work (not mhc's) before the first calls, so the clocks have ramped up
+  std::string busy_alloc = "once";  // once: the busy buffer is allocated before the workspace; each: per busy period
   std::vector<std::string> ops = {"pre_broadcast", "post_pre", "pre", "post", "head"};  // timed in this order
   std::string out;
 };
@@ -54,6 +56,8 @@ Usage usage_now() {
   getrusage(RUSAGE_SELF, &r);
   return Usage{r.ru_minflt + r.ru_majflt, r.ru_nvcsw + r.ru_nivcsw};
 }
+
+constexpr size_t kBusyBytes = size_t{256} << 20;
 
 double now_ms() {
   using clock = std::chrono::steady_clock;
@@ -93,26 +97,32 @@ double create_context(const Device& device) {
 #endif
 }
 
-// Keeps the GPU busy with memsets (no mhc kernel) for about `ms`, so that a first call is not
-// timed at the idle clock (an idle H200 reports 345 MHz and ramps up under load). The buffer is
-// returned, to be freed after the timed calls: a cudaFree just before them would be timed too.
-std::shared_ptr<void> busy_gpu(const Device& device, double ms) {
+// The buffer of busy_gpu's memsets (256 MB), or none off the GPU.
+std::shared_ptr<void> busy_buffer(const Device& device) {
 #ifdef MHC_WITH_CUDA
-  if (device.type != DeviceType::kCUDA || ms <= 0) return nullptr;
+  if (device.type != DeviceType::kCUDA) return nullptr;
   void* buf = nullptr;
-  const size_t bytes = size_t{256} << 20;
-  MHC_CHECK(cudaMalloc(&buf, bytes) == cudaSuccess, "warmup: cudaMalloc for --busy-ms failed");
-  std::shared_ptr<void> owner(buf, [](void* p) { cudaFree(p); });
-  const double t0 = now_ms();
-  while (now_ms() - t0 < ms) {
-    MHC_CHECK(cudaMemset(buf, 1, bytes) == cudaSuccess, "warmup: cudaMemset failed");
-    MHC_CHECK(cudaDeviceSynchronize() == cudaSuccess, "warmup: cudaDeviceSynchronize failed");
-  }
-  return owner;
+  MHC_CHECK(cudaMalloc(&buf, kBusyBytes) == cudaSuccess, "warmup: cudaMalloc for --busy-ms failed");
+  return std::shared_ptr<void>(buf, [](void* p) { cudaFree(p); });
 #else
   (void)device;
-  (void)ms;
   return nullptr;
+#endif
+}
+
+// Keeps the GPU busy with memsets of `buf` (no mhc kernel) for about `ms`, so that a first call is
+// not timed at the idle clock (an idle H200 reports 345 MHz and ramps up under load).
+void busy_gpu(const std::shared_ptr<void>& buf, double ms) {
+#ifdef MHC_WITH_CUDA
+  if (buf == nullptr || ms <= 0) return;
+  const double t0 = now_ms();
+  while (now_ms() - t0 < ms) {
+    MHC_CHECK(cudaMemset(buf.get(), 1, kBusyBytes) == cudaSuccess, "warmup: cudaMemset failed");
+    MHC_CHECK(cudaDeviceSynchronize() == cudaSuccess, "warmup: cudaDeviceSynchronize failed");
+  }
+#else
+  (void)buf;
+  (void)ms;
 #endif
 }
 
@@ -164,6 +174,9 @@ int run_warmup(const WarmupOptions& o) {
   wo.max_n = c.n;
   wo.warmup = !o.no_warmup;
   const double context_ms = create_context(device);
+  // Allocated before the workspace, as an engine allocates its own memory at startup, so that
+  // with "once" no allocation of the tool's comes between a busy period and a timed call.
+  std::shared_ptr<void> busy_buf = o.busy_alloc == "once" ? busy_buffer(device) : nullptr;
   const double t0 = now_ms();
   Workspace ws = Workspace::create(device, wo);
   const double create_ms = now_ms() - t0;
@@ -232,7 +245,13 @@ int run_warmup(const WarmupOptions& o) {
   call.head = &hw;
   call.norm = norm.ptr;
   sync(gpu);
-  const std::shared_ptr<void> busy = busy_gpu(device, o.busy_ms);
+  // "each": a fresh buffer per busy period, held through the timed calls (freed after them: a
+  // cudaFree just before them would be timed too).
+  auto busy_period = [&]() {
+    if (o.busy_alloc == "each") busy_buf = busy_buffer(device);
+    busy_gpu(busy_buf, o.busy_ms);
+  };
+  busy_period();
   // One call: its wall time with the synchronisation, and the host part (until the call returns).
   // `faults` / `switches`: the page faults and context switches of the process during the host
   // part (getrusage), to tell a first call's extra host time apart.
@@ -268,17 +287,19 @@ int run_warmup(const WarmupOptions& o) {
     double again_host_us = 0.0;
     double again_us = 0.0;
     {
-      const std::shared_ptr<void> busy_again = busy_gpu(device, o.busy_ms);
+      const std::shared_ptr<void> previous = busy_buf;  // with "each": freed after the timed call
+      busy_period();
       again_us = timed_call(again_host_us);
     }
     std::snprintf(line, sizeof line,
                   "{\"what\": \"first_call\", \"op\": \"%s\", \"model\": \"%s\", \"T\": %lld, \"warmup\": %s, "
+                  "\"busy_alloc\": \"%s\", "
                   "\"first_us\": %.2f, \"steady_us\": %.2f, \"ratio\": %.3f, \"first_host_us\": %.2f, "
                   "\"steady_host_us\": %.2f, \"after_busy_us\": %.2f, \"after_busy_host_us\": %.2f, "
                   "\"first_page_faults\": %ld, \"first_context_switches\": %ld, \"after_busy_page_faults\": %ld, "
                   "\"after_busy_context_switches\": %ld}",
                   name.c_str(), preset.name.c_str(), static_cast<long long>(T), o.no_warmup ? "false" : "true",
-                  first_us, steady_us, steady_us > 0 ? first_us / steady_us : 0.0, first_host_us,
+                  o.busy_alloc.c_str(), first_us, steady_us, steady_us > 0 ? first_us / steady_us : 0.0, first_host_us,
                   later_host[later_host.size() / 2], again_us, again_host_us, first_faults, first_switches, faults,
                   switches);
     emit(o, line);
@@ -299,6 +320,11 @@ Action setup_warmup(CLI::App& app) {
   app.add_option("--busy-ms", o->busy_ms,
                  "ms of GPU memsets (no mhc kernel) before the first calls, so they are not timed at the idle "
                  "clock; 0: none")
+      ->capture_default_str();
+  app.add_option("--busy-alloc", o->busy_alloc,
+                 "once: the busy buffer is allocated before the workspace (as an engine's memory); each: a fresh "
+                 "one per busy period, so every timed call follows a fresh cudaMalloc")
+      ->check(CLI::IsMember({"once", "each"}))
       ->capture_default_str();
   app.add_option("--ops", o->ops, "the operators of --first-call, timed in this order")
       ->delimiter(',')
