@@ -2,15 +2,14 @@
 // on decode's critical path): cycles on one warp, warm, and each form's largest deviation from
 // a float64 evaluation of the spec's iteration and from the shipped form's bits, over 4096
 // random 4 x 4 logit matrices. Forms:
-//   shipped  epilogue.cuh's sinkhorn<4> (one thread; 4 reciprocals per half-step)
-//   unroll   the same arithmetic with the 20 iterations unrolled (the bits of shipped)
+//   shipped  epilogue.cuh's sinkhorn<4>: one thread; from iteration 1 on, a row step and the
+//            column step after it with 4 reciprocals, not 8 (with s_j = rowsum_j + eps,
+//            P_j = prod_{i != j} s_i, D = prod_i s_i: c[j,k] <- c[j,k] P_j / (colsum of c P + eps D))
+//   unroll   the line-by-line form with the 20 iterations unrolled (the bits of lines)
 //   lanes    lane j of 4 holds row j: rows local, column sums by xor-1/xor-2 butterflies (the
-//            bits of shipped: the butterfly forms (x0 + x1) + (x2 + x3) in every lane)
+//            bits of lines: the butterfly forms (x0 + x1) + (x2 + x3) in every lane)
 //   pair     one thread; per pair of lines one reciprocal: 1/a = b * rcp(a * b)
-//   product  one thread; a row step and the column step after it with 4 reciprocals, not 8:
-//            with s_j = rowsum_j + eps, P_j = prod_{i != j} s_i and D = prod_i s_i, the pair of
-//            steps is c[j,k] <- c[j,k] P_j / (sum_j c[j,k] P_j + eps D) (the same arithmetic
-//            in exact numbers; one reciprocal and two products fewer on the chain per iteration)
+//   lines    one thread, line by line: 4 reciprocals per half-step (session 8's shipped form)
 // Standalone probe, from the repository root:
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I. -Iinclude -o /tmp/sk \
 //        bench/probes/sinkhorn_forms.cu && /tmp/sk
@@ -61,24 +60,12 @@ __device__ __forceinline__ void sinkhorn_pair(float (&c)[16], float eps) {
   }
 }
 
-__device__ __forceinline__ void sinkhorn_product(float (&c)[16], float eps) {
+// The line-by-line form (session 8's shipped form; epilogue.cuh keeps it for N != 4 and a large eps).
+__device__ __forceinline__ void sinkhorn_lines(float (&c)[16], float eps) {
   sinkhorn_rows_softmax<4>(c, eps);
-  normalise_lines<4, 1, 4>(c, eps);  // iteration 0: the column step alone
-  for (int it = 1; it < kIters; ++it) {
-    float s[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) s[j] = tree_sum<1, 0, 4>(c, j * 4) + eps;
-    const float s01 = s[0] * s[1], s23 = s[2] * s[3];
-    const float p[4] = {s[1] * s23, s[0] * s23, s[3] * s01, s[2] * s01};
-    const float d_eps = (s01 * s23) * eps;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) c[i] *= p[i / 4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float q = fast_rcp(tree_sum<4, 0, 4>(c, k) + d_eps);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) c[j * 4 + k] *= q;
-    }
+  for (int it = 0; it < kIters; ++it) {
+    if (it > 0) normalise_lines<4, 4, 1>(c, eps);
+    normalise_lines<4, 1, 4>(c, eps);
   }
 }
 
@@ -136,7 +123,7 @@ __global__ void run(const float* in, float* out, long long* cycles, int form) {
       if (form == 0) sinkhorn<4>(c, kIters, kEps);
       if (form == 1) sinkhorn_unrolled(c, kEps);
       if (form == 3) sinkhorn_pair(c, kEps);
-      if (form == 4) sinkhorn_product(c, kEps);
+      if (form == 4) sinkhorn_lines(c, kEps);
       dt = clock64() - t0;
 #pragma unroll
       for (int i = 0; i < 16; ++i) out[cs * 16 + i] = c[i];
@@ -185,7 +172,7 @@ int main() {
   cudaMalloc(&out, h_in.size() * 4);
   cudaMalloc(&cycles, kCases * 8);
   cudaMemcpy(in, h_in.data(), h_in.size() * 4, cudaMemcpyHostToDevice);
-  const char* names[] = {"shipped", "unroll", "lanes", "pair", "product"};
+  const char* names[] = {"shipped", "unroll", "lanes", "pair", "lines"};
   std::vector<float> shipped(kCases * 16), got(kCases * 16);
   for (int form = 0; form < 5; ++form) {
     run<<<1, 32>>>(in, out, cycles, form);

@@ -71,19 +71,52 @@ __device__ __forceinline__ void sinkhorn_rows_softmax(float (&c)[N * N], float e
 }
 
 /// The alternating normalisations: columns; then (rows, columns) iters - 1 times.
+///
+/// For N = 4 and eps <= kProductEpsMax, each (rows, columns) pair runs with N reciprocals, not
+/// 2N: with s_j = rowsum_j + eps, P_j = prod_{i != j} s_i and D = prod_i s_i, dividing the rows
+/// by s_j and then the columns by (colsum + eps) is, in exact arithmetic,
+/// c[j,k] <- c[j,k] P_j / (sum_j c[j,k] P_j + eps D). That takes one reciprocal (a multi-function
+/// unit latency) and two products off the serial chain of each iteration (bench/probes/
+/// sinkhorn_forms.cu: 3717 cycles against 4372 on one thread, the same error against float64).
+/// Range: after a column step every element is at most 1 and every row sums to at least about
+/// 1 / (N + eps) of what it summed to before, so for eps <= 1e-2 each s_j is in about [1/5, N]
+/// and P_j, D stay far inside fp32's range; a larger eps (no shipped model: all use 1e-6) takes
+/// the line-by-line form. The loops stay rolled: unrolled, the chain ran faster warm on one
+/// thread but the decode kernel, whose phase 2 runs it once per launch from a cold instruction
+/// cache, got slower (session 8 calls 4 and 5: the V4-Flash decode step 806 us against 729).
+constexpr float kProductEpsMax = 1e-2f;
+
 template <int N>
 __device__ __forceinline__ void sinkhorn_iterations(float (&c)[N * N], int iters, float eps) {
+  if constexpr (N == 4) {
+    if (eps <= kProductEpsMax) {
+      if (iters >= 1) normalise_lines<N, 1, N>(c, eps);  // iteration 0: the column step alone
+      for (int it = 1; it < iters; ++it) {
+        float s[N];
+#pragma unroll
+        for (int j = 0; j < N; ++j) s[j] = tree_sum<1, 0, N>(c, j * N) + eps;
+        const float s01 = s[0] * s[1], s23 = s[2] * s[3];
+        const float p[N] = {s[1] * s23, s[0] * s23, s[3] * s01, s[2] * s01};
+        const float d_eps = (s01 * s23) * eps;
+#pragma unroll
+        for (int i = 0; i < N * N; ++i) c[i] *= p[i / N];
+#pragma unroll
+        for (int k = 0; k < N; ++k) {
+          const float q = fast_rcp(tree_sum<N, 0, N>(c, k) + d_eps);
+#pragma unroll
+          for (int j = 0; j < N; ++j) c[j * N + k] *= q;
+        }
+      }
+      return;
+    }
+  }
   for (int it = 0; it < iters; ++it) {
     if (it > 0) normalise_lines<N, N, 1>(c, eps);  // rows: c[j, :] / (rowsum + eps)
     normalise_lines<N, 1, N>(c, eps);              // columns: c[:, k] / (colsum + eps)
   }
 }
 
-/// The spec's Sinkhorn (section 3), in registers, on an N x N matrix c[j*N + k]. The loop stays
-/// rolled: unrolled, its 20 iterations ran faster warm on one thread (bench/probes/
-/// sinkhorn_forms.cu: 3387 against 4216 cycles) but the decode kernel, whose phase 2 runs the
-/// chain once per launch from a cold instruction cache, got slower (session 8 calls 4 and 5: the
-/// V4-Flash decode step 806 us unrolled, 729 rolled, the same kernels otherwise).
+/// The spec's Sinkhorn (section 3), in registers, on an N x N matrix c[j*N + k].
 template <int N>
 __device__ __forceinline__ void sinkhorn(float (&c)[N * N], int iters, float eps) {
   sinkhorn_rows_softmax<N>(c, eps);
