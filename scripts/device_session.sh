@@ -151,7 +151,10 @@ import json, sys
 for i, path in enumerate(sys.argv[1:]):
   print(f"-- {path}")
   for r in map(json.loads, open(path)):
-    if r["what"] == "workspace_create":
+    if r["what"] == "driver_control":
+        print(f"  driver control ({r['call']}, {r['busy_alloc']}): after a busy period {r['after_busy_us']:.1f} us "
+              f"(host {r['after_busy_host_us']:.1f}), steady {r['steady_us']:.1f} (host {r['steady_host_us']:.1f})")
+    elif r["what"] == "workspace_create":
         print(f"create warmup={r['warmup']}: {r['create_ms']:.1f} ms ({r['loaded']}/{r['kernels']}), context {r['context_ms']:.0f} ms")
     else:
         print(f"  {r['op']} T={r['T']} {r.get('busy_alloc', '')}: first {r['first_us']:.1f} us (host {r['first_host_us']:.1f}) steady {r['steady_us']:.1f} "
@@ -165,7 +168,7 @@ if [[ "$steps" == *" san "* ]]; then
   S san
   SF=${MHC_S7_SAN_FILTER:-'Grid/GpuGrid.MatchesReference/post_pre_shifted_norm_n4_H4096:Grid/GpuGrid.MatchesReference/pre_computed_norm_n4_H4096:Grid/GpuGrid.MatchesReference/head_learned_norm_n4_H4096:GpuErrors.*'}
   for tool in ${MHC_S7_SAN_TOOLS:-memcheck synccheck racecheck}; do
-    timeout "${MHC_S7_SAN_S:-45}" compute-sanitizer --tool $tool --error-exitcode 9 $BD/tests/test_gpu --gtest_filter="$SF" \
+    timeout "${MHC_S7_SAN_S:-45}" compute-sanitizer --tool $tool ${MHC_S7_SAN_ARGS:-} --error-exitcode 9 $BD/tests/test_gpu --gtest_filter="$SF" \
       --gtest_brief=1 > "$R/san-$tool.log" 2>&1
     echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$R/san-$tool.log" | tail -1) $(grep -E '^\[  PASSED|^\[  FAILED' "$R/san-$tool.log" | head -2 | tr '\n' ' ')" | tee -a "$R/summary.txt"
   done

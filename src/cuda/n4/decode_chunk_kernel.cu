@@ -303,17 +303,31 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
     __syncthreads();
     if (tid < kPartial) dot[tid] = groups_total(s_part, tid);
     __syncthreads();
+    // The token's sums into registers by every lane of a warp that uses them (the reads are then
+    // warp-uniform; one lane runs the serial chain on its copy).
+    auto token_sums = [&](float (&v)[kPartial]) {
+#pragma unroll
+      for (int i = 0; i < kPartial; ++i) v[i] = dot[i];
+    };
     if (w == kCombWarp || w == kPrePostWarp) {
-      if (lane == 0 && !p.epi.head && probe != 4 && probe != 5) {
-        float pre[kN];
-        mixes_epilogue<kN>(epi, dot, dot[kRows], p.inv_k, t, pre, w == kCombWarp ? kEpiComb : kEpiPrePost);
+      if (!p.epi.head && probe != 4 && probe != 5) {
+        float v[kPartial];
+        token_sums(v);
+        if (lane == 0) {
+          float pre[kN];
+          mixes_epilogue<kN>(epi, v, v[kRows], p.inv_k, t, pre, w == kCombWarp ? kEpiComb : kEpiPrePost);
+        }
       }
     } else if (w < kCollapseWarps && p.has_collapse && probe != 4 && probe != 6) {
-      if (computed && tid == 0) {
-        float pre[kN];
-        mixes_pre<kN>(epi, dot, dot[kRows], p.inv_k, pre);
+      if (computed && w == 0) {
+        float v[kPartial];
+        token_sums(v);
+        if (lane == 0) {
+          float pre[kN];
+          mixes_pre<kN>(epi, v, v[kRows], p.inv_k, pre);
 #pragma unroll
-        for (int j = 0; j < kN; ++j) s_pre[j] = pre[j];
+          for (int j = 0; j < kN; ++j) s_pre[j] = pre[j];
+        }
       } else if (p.pre_source == PreSource::kCarried && tid < kN) {
         s_pre[tid] = __ldcg(p.pre_mix_in + t * p.pre_mix_in_stride + tid);
       }
