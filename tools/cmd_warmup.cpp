@@ -126,6 +126,24 @@ void busy_gpu(const std::shared_ptr<void>& buf, double ms) {
 #endif
 }
 
+// The medians of 21 back-to-back calls of `timed` (returns the wall time with the synchronisation
+// and sets the host part through its argument).
+struct Steady {
+  double wall_us = 0.0, host_us = 0.0;
+};
+template <class F>
+Steady steady_of(F&& timed) {
+  std::vector<double> wall, host;
+  for (int i = 0; i < 21; ++i) {
+    double host_us = 0.0;
+    wall.push_back(timed(host_us));
+    host.push_back(host_us);
+  }
+  std::sort(wall.begin(), wall.end());
+  std::sort(host.begin(), host.end());
+  return Steady{wall[wall.size() / 2], host[host.size() / 2]};
+}
+
 // Device (or host) memory for one tensor, filled with `bytes` of host data.
 struct Mem {
   void* ptr = nullptr;
@@ -272,15 +290,8 @@ int run_warmup(const WarmupOptions& o) {
     double first_host_us = 0.0;
     const double first_us = timed_call(first_host_us);
     const long first_faults = faults, first_switches = switches;
-    std::vector<double> later, later_host;
-    for (int i = 0; i < 21; ++i) {
-      double host_us = 0.0;
-      later.push_back(timed_call(host_us));
-      later_host.push_back(host_us);
-    }
-    std::sort(later.begin(), later.end());
-    std::sort(later_host.begin(), later_host.end());
-    const double steady_us = later[later.size() / 2];
+    const Steady steady = steady_of(timed_call);
+    const double steady_us = steady.wall_us;
     // The control: one more call after another busy period, when the call is no longer the
     // first. What it costs above steady is the idle period's, not the first call's (cold host
     // caches after the busy loop's other API calls, the GPU's wake-up).
@@ -300,13 +311,13 @@ int run_warmup(const WarmupOptions& o) {
                   "\"after_busy_context_switches\": %ld}",
                   name.c_str(), preset.name.c_str(), static_cast<long long>(T), o.no_warmup ? "false" : "true",
                   o.busy_alloc.c_str(), first_us, steady_us, steady_us > 0 ? first_us / steady_us : 0.0, first_host_us,
-                  later_host[later_host.size() / 2], again_us, again_host_us, first_faults, first_switches, faults,
+                  steady.host_us, again_us, again_host_us, first_faults, first_switches, faults,
                   switches);
     emit(o, line);
   }
   // The driver's own control, after every operator: a 256-byte cudaMemsetAsync (no mhc code) after
-  // a busy period against its steady state, the same pattern as the calls above. What the control
-  // pays above steady after a busy period, any launch pays: it is not a first call's cost.
+  // a busy period against its steady state, the same pattern as the calls above: what the platform
+  // adds to a plain driver call after a busy period.
 #ifdef MHC_WITH_CUDA
   if (gpu && busy_buf != nullptr) {
     auto memset_call = [&](double& host_us) {
@@ -319,18 +330,11 @@ int run_warmup(const WarmupOptions& o) {
     busy_period();
     double after_host_us = 0.0;
     const double after_us = memset_call(after_host_us);
-    std::vector<double> later, later_host;
-    for (int i = 0; i < 21; ++i) {
-      double host_us = 0.0;
-      later.push_back(memset_call(host_us));
-      later_host.push_back(host_us);
-    }
-    std::sort(later.begin(), later.end());
-    std::sort(later_host.begin(), later_host.end());
+    const Steady steady = steady_of(memset_call);
     std::snprintf(line, sizeof line,
                   "{\"what\": \"driver_control\", \"call\": \"cudaMemsetAsync 256 B\", \"busy_alloc\": \"%s\", "
                   "\"after_busy_us\": %.2f, \"after_busy_host_us\": %.2f, \"steady_us\": %.2f, \"steady_host_us\": %.2f}",
-                  o.busy_alloc.c_str(), after_us, after_host_us, later[later.size() / 2], later_host[later_host.size() / 2]);
+                  o.busy_alloc.c_str(), after_us, after_host_us, steady.wall_us, steady.host_us);
     emit(o, line);
   }
 #endif
