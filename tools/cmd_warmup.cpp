@@ -336,6 +336,24 @@ int run_warmup(const WarmupOptions& o) {
                   "\"after_busy_us\": %.2f, \"after_busy_host_us\": %.2f, \"steady_us\": %.2f, \"steady_host_us\": %.2f}",
                   o.busy_alloc.c_str(), after_us, after_host_us, steady.wall_us, steady.host_us);
     emit(o, line);
+    // The same with mhc::warmup (the library's kernel attribute queries and one empty kernel
+    // launched with the programmatic-serialization attribute, as every operator launches): does a
+    // launch of that kind pay more after a busy period than the driver's memset?
+    auto warm_call = [&](double& host_us) {
+      const double c0 = now_ms();
+      warmup(device);
+      host_us = (now_ms() - c0) * 1000.0;
+      sync(gpu);
+      return (now_ms() - c0) * 1000.0;
+    };
+    busy_period();
+    const double warm_after_us = warm_call(after_host_us);
+    const Steady warm_steady = steady_of(warm_call);
+    std::snprintf(line, sizeof line,
+                  "{\"what\": \"driver_control\", \"call\": \"mhc::warmup\", \"busy_alloc\": \"%s\", "
+                  "\"after_busy_us\": %.2f, \"after_busy_host_us\": %.2f, \"steady_us\": %.2f, \"steady_host_us\": %.2f}",
+                  o.busy_alloc.c_str(), warm_after_us, after_host_us, warm_steady.wall_us, warm_steady.host_us);
+    emit(o, line);
   }
 #endif
   return 0;
