@@ -57,7 +57,9 @@ Usage usage_now() {
   return Usage{r.ru_minflt + r.ru_majflt, r.ru_nvcsw + r.ru_nivcsw};
 }
 
-constexpr size_t kBusyBytes = size_t{256} << 20;
+#ifdef MHC_WITH_CUDA
+constexpr size_t kBusyBytes = size_t{256} << 20;  // busy_gpu's buffer
+#endif
 
 double now_ms() {
   using clock = std::chrono::steady_clock;
