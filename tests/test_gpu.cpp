@@ -1228,6 +1228,51 @@ TEST_P(GpuFamily, VariantsOfOneFamilyAreBitEqual) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, GpuFamily, testing::ValuesIn(all_modes()), mode_name);
 
+// --- the Sinkhorn's two forms ------------------------------------------------------------------
+
+// epilogue.cuh runs the Sinkhorn in products for n = 4 and sinkhorn_eps <= 1e-2 and line by line
+// otherwise: every CUDA mixes variant, on both sides of that threshold (and at eps = 0 and the
+// fewest iterations, where the product loop runs zero or one time), against the float64 reference.
+TEST(GpuSinkhorn, BothFormsMatchReference) {
+  MHC_REQUIRE_GPU();
+  const int mi = mode_index("mixes");
+  const Mode& m = modes()[static_cast<size_t>(mi)];
+  const int n = 4;
+  const int64_t H = 4096;
+  const Weights w = make_weights(m, n, H, case_seed("sinkhorn-weights", mi, n, H, 0), false);
+  mhc::Workspace ws = mhc::Workspace::create(gpu(), 64);
+  struct Scalars {
+    float eps;
+    int32_t iters;
+  };
+  const Scalars cases[] = {{1e-6f, 20}, {0.0f, 20}, {1e-2f, 20}, {5e-2f, 20}, {1e-6f, 1}, {1e-6f, 2}, {5e-2f, 1}};
+  for (const Scalars& sc : cases) {
+    for (int64_t T : {1, 33}) {
+      const std::string label = "sinkhorn_eps " + std::to_string(sc.eps) + ", iters " + std::to_string(sc.iters) +
+                                ", T=" + std::to_string(T);
+      SCOPED_TRACE(label);
+      Case c = make_case(m, n, H, T, case_seed("sinkhorn", mi, n, H, T + sc.iters));
+      c.cfg.sinkhorn_eps = sc.eps;
+      c.cfg.sinkhorn_iters = sc.iters;
+      run_reference(c, w);
+      int ran = 0;
+      for (const std::string& v : cuda_variants(m.op)) {
+        c.poison_outputs();
+        if (!run_gpu(m, c.cfg, w, whole(c, true), ws, v)) continue;
+        ++ran;
+        c.download_outputs();
+        for (const std::string& o : c.outputs()) {
+          Tensor& t = c[o];
+          const Tally tally = compare_rows(t.dtype, c.checks.at(o), t.host(), t.stride(), t.got(), t.stride(),
+                                           t.rows(), t.row_len(), label);
+          expect_tally(tally, c.checks.at(o), v + " " + o + " (" + label + ")");
+        }
+      }
+      EXPECT_GT(ran, 0) << "no CUDA mixes variant ran at " << label;
+    }
+  }
+}
+
 // --- 64-bit indexing --------------------------------------------------------------------------
 
 class GpuHuge : public testing::TestWithParam<std::string> {};
