@@ -322,40 +322,32 @@ int run_warmup(const WarmupOptions& o) {
   // adds to a plain driver call after a busy period.
 #ifdef MHC_WITH_CUDA
   if (gpu && busy_buf != nullptr) {
-    auto memset_call = [&](double& host_us) {
-      const double c0 = now_ms();
-      MHC_CHECK(cudaMemsetAsync(busy_buf.get(), 0, 256, nullptr) == cudaSuccess, "warmup: cudaMemsetAsync failed");
-      host_us = (now_ms() - c0) * 1000.0;
-      sync(gpu);
-      return (now_ms() - c0) * 1000.0;
+    // One row: `work` once after a busy period, then its back-to-back medians.
+    auto control_row = [&](const char* what, auto&& work) {
+      auto timed = [&](double& host_us) {
+        const double c0 = now_ms();
+        work();
+        host_us = (now_ms() - c0) * 1000.0;
+        sync(gpu);
+        return (now_ms() - c0) * 1000.0;
+      };
+      busy_period();
+      double after_host_us = 0.0;
+      const double after_us = timed(after_host_us);
+      const Steady steady = steady_of(timed);
+      std::snprintf(line, sizeof line,
+                    "{\"what\": \"driver_control\", \"call\": \"%s\", \"busy_alloc\": \"%s\", "
+                    "\"after_busy_us\": %.2f, \"after_busy_host_us\": %.2f, \"steady_us\": %.2f, \"steady_host_us\": %.2f}",
+                    what, o.busy_alloc.c_str(), after_us, after_host_us, steady.wall_us, steady.host_us);
+      emit(o, line);
     };
-    busy_period();
-    double after_host_us = 0.0;
-    const double after_us = memset_call(after_host_us);
-    const Steady steady = steady_of(memset_call);
-    std::snprintf(line, sizeof line,
-                  "{\"what\": \"driver_control\", \"call\": \"cudaMemsetAsync 256 B\", \"busy_alloc\": \"%s\", "
-                  "\"after_busy_us\": %.2f, \"after_busy_host_us\": %.2f, \"steady_us\": %.2f, \"steady_host_us\": %.2f}",
-                  o.busy_alloc.c_str(), after_us, after_host_us, steady.wall_us, steady.host_us);
-    emit(o, line);
+    control_row("cudaMemsetAsync 256 B", [&] {
+      MHC_CHECK(cudaMemsetAsync(busy_buf.get(), 0, 256, nullptr) == cudaSuccess, "warmup: cudaMemsetAsync failed");
+    });
     // The same with mhc::warmup (the library's kernel attribute queries and one empty kernel
     // launched with the programmatic-serialization attribute, as every operator launches): does a
     // launch of that kind pay more after a busy period than the driver's memset?
-    auto warm_call = [&](double& host_us) {
-      const double c0 = now_ms();
-      warmup(device);
-      host_us = (now_ms() - c0) * 1000.0;
-      sync(gpu);
-      return (now_ms() - c0) * 1000.0;
-    };
-    busy_period();
-    const double warm_after_us = warm_call(after_host_us);
-    const Steady warm_steady = steady_of(warm_call);
-    std::snprintf(line, sizeof line,
-                  "{\"what\": \"driver_control\", \"call\": \"mhc::warmup\", \"busy_alloc\": \"%s\", "
-                  "\"after_busy_us\": %.2f, \"after_busy_host_us\": %.2f, \"steady_us\": %.2f, \"steady_host_us\": %.2f}",
-                  o.busy_alloc.c_str(), warm_after_us, after_host_us, warm_steady.wall_us, warm_steady.host_us);
-    emit(o, line);
+    control_row("mhc::warmup", [&] { warmup(device); });
   }
 #endif
   return 0;
