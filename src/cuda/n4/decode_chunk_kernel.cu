@@ -231,7 +231,7 @@ template <bool kPost, bool kStaged>
 __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDecodeParams d) {
   extern __shared__ __align__(16) unsigned char smem[];  // run_smem_bytes(d.run)
   __shared__ float s_part[kPartialSplit][kPartial];
-  __shared__ float s_dot[2][kPartial];  // by token parity: a token's sums never overwrite the last one's
+  __shared__ float s_dot[kPartial];
   __shared__ float s_pre[kN];
   __shared__ float s_scratch[kCollapseWarps];
   __shared__ float s_scale[3], s_base[kRows];
@@ -290,8 +290,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
   EpilogueParams epi = p.epi;  // the same arithmetic on the shared-memory copies of the weights
   epi.scale = s_scale;
   epi.base = s_base;
-  for (int64_t t = k2, parity = 0; t < p.T && probe != 3; t += d.phase2, parity ^= 1) {
-    float* dot = s_dot[parity];
+  for (int64_t t = k2; t < p.T && probe != 3; t += d.phase2) {
     // Every load of the token before any arithmetic: its streams (collapse threads), its partials.
     uint4 r[kRowRegs][kN];
     if (p.has_collapse && tid < kThreadsB) load_row<kRowRegs>(p, t, r, false);
@@ -301,33 +300,19 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
       s_part[part][row] = chunk_group_sum(part, p.chunks, [&](int cc) { return __ldcg(src + cc * kPartial); });
     }
     __syncthreads();
-    if (tid < kPartial) dot[tid] = groups_total(s_part, tid);
+    if (tid < kPartial) s_dot[tid] = groups_total(s_part, tid);
     __syncthreads();
-    // The token's sums into registers by every lane of a warp that uses them (the reads are then
-    // warp-uniform; one lane runs the serial chain on its copy).
-    auto token_sums = [&](float (&v)[kPartial]) {
-#pragma unroll
-      for (int i = 0; i < kPartial; ++i) v[i] = dot[i];
-    };
     if (w == kCombWarp || w == kPrePostWarp) {
-      if (!p.epi.head && probe != 4 && probe != 5) {
-        float v[kPartial];
-        token_sums(v);
-        if (lane == 0) {
-          float pre[kN];
-          mixes_epilogue<kN>(epi, v, v[kRows], p.inv_k, t, pre, w == kCombWarp ? kEpiComb : kEpiPrePost);
-        }
+      if (lane == 0 && !p.epi.head && probe != 4 && probe != 5) {
+        float pre[kN];
+        mixes_epilogue<kN>(epi, s_dot, s_dot[kRows], p.inv_k, t, pre, w == kCombWarp ? kEpiComb : kEpiPrePost);
       }
     } else if (w < kCollapseWarps && p.has_collapse && probe != 4 && probe != 6) {
-      if (computed && w == 0) {
-        float v[kPartial];
-        token_sums(v);
-        if (lane == 0) {
-          float pre[kN];
-          mixes_pre<kN>(epi, v, v[kRows], p.inv_k, pre);
+      if (computed && tid == 0) {
+        float pre[kN];
+        mixes_pre<kN>(epi, s_dot, s_dot[kRows], p.inv_k, pre);
 #pragma unroll
-          for (int j = 0; j < kN; ++j) s_pre[j] = pre[j];
-        }
+        for (int j = 0; j < kN; ++j) s_pre[j] = pre[j];
       } else if (p.pre_source == PreSource::kCarried && tid < kN) {
         s_pre[tid] = __ldcg(p.pre_mix_in + t * p.pre_mix_in_stride + tid);
       }
