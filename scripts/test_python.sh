@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 out=build-test
 venv="${MHC_VENV:-$out/venv}"
 root="$PWD"
-pipq=(-m pip install -q --disable-pip-version-check)
+pipq=(-m pip install -q --disable-pip-version-check --no-cache-dir)
 mkdir -p "$out"
 
 # The wheel, built once (its CMake build in build-test/py is kept for the next run).
@@ -53,7 +53,14 @@ fi
 "$venv/bin/python" "${pipq[@]}" "$wheel[test]"
 if [ "${MHC_PY_TORCH:-1}" = 1 ] && ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
   t0=$(date +%s)
-  # PyPI's Linux wheel (it brings the CUDA libraries: about 5 GB installed, 1.5 min here).
+  # PyPI's Linux wheel (it brings the CUDA libraries: about 5 GB installed, 1.5 min here, and
+  # about 4 GB of downloads while pip runs; no pip cache is kept). Too little disk is said plainly.
+  free_kb=$(df -Pk "$out" | awk 'NR == 2 { print $4 }')
+  if [ "${free_kb:-0}" -lt $((10 * 1024 * 1024)) ]; then
+    echo "test_python: torch needs about 10 GB of free disk and $out has $((free_kb / 1024)) MB:"
+    df -h "$out"
+    exit 1
+  fi
   "$venv/bin/python" "${pipq[@]}" torch
   echo "test_python: installed torch $("$venv/bin/python" -c "import torch; print(torch.__version__)") in $(( $(date +%s) - t0 )) s"
 fi
