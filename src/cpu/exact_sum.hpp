@@ -50,7 +50,12 @@ enum class Chain { kMulAdd, kFma };
 template <int N, Chain kChain = Chain::kMulAdd>
 inline float sum_error_scale(const float* w) {
   float m = std::fabs(w[0]);
-  for (int j = 1; j < N; ++j) m = std::fmax(m, std::fabs(w[j]));
+  for (int j = 1; j < N; ++j) {
+    // std::fmax's result (a NaN loses to a number), inline: without -ffinite-math-only GCC calls
+    // libm's fmaxf for std::fmax, through the PLT.
+    const float a = std::fabs(w[j]);
+    m = (a > m || m != m) ? a : m;
+  }
   constexpr int c = kChain == Chain::kFma ? N + 3 : 2 * N + 3;
   return m * (static_cast<float>(c) * 0x1p-24f);
 }
@@ -68,13 +73,19 @@ inline bf16_t round_double_bf16(double v) {
   return static_cast<bf16_t>((sign << 15) | (exp << 7) | mant);
 }
 
-/// The oracle's float64 sum in its order, rounded once (out of line: the rare path).
+/// The oracle's float64 sum in its order, rounded once.
 template <int N, bool kFromZero>
-__attribute__((noinline)) bf16_t oracle_sum(const float* w, const float* v) {
+inline bf16_t oracle_sum_inline(const float* w, const float* v) {
   double acc = kFromZero ? 0.0 + static_cast<double>(w[0]) * static_cast<double>(v[0])
                          : static_cast<double>(w[0]) * static_cast<double>(v[0]);
   for (int j = 1; j < N; ++j) acc += static_cast<double>(w[j]) * static_cast<double>(v[j]);
   return round_double_bf16(acc);
+}
+
+/// The same, out of line: the rare path of the SIMD loops, whose vector registers it would spill.
+template <int N, bool kFromZero>
+__attribute__((noinline)) bf16_t oracle_sum(const float* w, const float* v) {
+  return oracle_sum_inline<N, kFromZero>(w, v);
 }
 
 /// Widens columns [h0, h0 + len) (len <= kLane) of N bf16 rows into v[j][i], with abs_sum[i] =
@@ -212,7 +223,7 @@ __attribute__((noinline)) void redo_pending(PendingGroups& pend, const bf16_t* c
       const int i = __builtin_ctz(bad);
       float terms[N];
       for (int j = 0; j < N; ++j) terms[j] = bf16_to_float(rows[j][h + i]);
-      out[i] = oracle_sum<N, kFromZero>(w[k], terms);
+      out[i] = oracle_sum_inline<N, kFromZero>(w[k], terms);
     }
     if (stream) {
       store_stream_32(dst[k] + h, out);

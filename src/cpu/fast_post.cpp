@@ -21,6 +21,10 @@
 #include <cstdint>
 #include <cstring>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "src/core/bf16.hpp"
 #include "src/cpu/exact_sum.hpp"
 
@@ -86,11 +90,21 @@ void post_columns(const TokenRows& r, int64_t h_begin, int64_t h_end, bool strea
   for (int64_t h = h_begin; h < h_end; h += kLane) post_lane(r, h, h_end - h < kLane ? h_end - h : kLane);
 }
 
-void post_block(const Problem& p, int64_t item, int64_t blocks_per_token, bool stream) {
-  const int64_t t = item / blocks_per_token;
-  const int64_t h_begin = (item % blocks_per_token) * kBlock;
-  const int64_t h_end = h_begin + kBlock < p.H ? h_begin + kBlock : p.H;
-  post_columns(token_rows(p, t), h_begin, h_end, stream);
+// Work items [begin, end) in order: the token's rows and weights are formed once per token, not
+// once per block (a thread's static share of the items is contiguous).
+void post_items(const Problem& p, int64_t begin, int64_t end, int64_t blocks_per_token, bool stream) {
+  TokenRows r{};
+  int64_t row_token = -1;
+  for (int64_t item = begin; item < end; ++item) {
+    const int64_t t = item / blocks_per_token;
+    if (t != row_token) {
+      r = token_rows(p, t);
+      row_token = t;
+    }
+    const int64_t h_begin = (item % blocks_per_token) * kBlock;
+    const int64_t h_end = h_begin + kBlock < p.H ? h_begin + kBlock : p.H;
+    post_columns(r, h_begin, h_end, stream);
+  }
 }
 
 }  // namespace
@@ -112,12 +126,16 @@ void fast_post_run(const Problem& p) {
   const bool parallel = p.T * p.H * kN >= kParallelMin;
 #pragma omp parallel if (parallel)
   {
-#pragma omp for schedule(static)
-    for (int64_t item = 0; item < items; ++item) post_block(p, item, blocks_per_token, stream);
-    if (stream) _mm_sfence();  // each thread's own non-temporal stores, before the region's barrier
+    // The static split of omp for schedule(static), by hand: thread i takes the i-th of
+    // nthreads nearly equal contiguous ranges.
+    const int64_t nthreads = omp_get_num_threads(), i = omp_get_thread_num();
+    const int64_t base = items / nthreads, extra = items % nthreads;
+    const int64_t begin = i * base + (i < extra ? i : extra);
+    post_items(p, begin, begin + base + (i < extra ? 1 : 0), blocks_per_token, stream);
+    if (stream) _mm_sfence();  // each thread's own non-temporal stores, before the region's end
   }
 #else
-  for (int64_t item = 0; item < items; ++item) post_block(p, item, blocks_per_token, stream);
+  post_items(p, 0, items, blocks_per_token, stream);
   if (stream) _mm_sfence();
 #endif
 }
