@@ -108,6 +108,26 @@ __attribute__((target("avx2,fma"))) inline void load_lane_avx2(const bf16_t* con
 
 #define MHC_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma")))
 
+/// The word indices of widen32's permutes: lane i of the result takes bf16 i (lo) or 16 + i (hi)
+/// into its high half; the low halves are zeroed by the mask.
+MHC_AVX512_BF16 inline __m512i widen32_index(int first) {
+  alignas(64) int16_t idx[32];
+  for (int i = 0; i < 16; ++i) {
+    idx[2 * i] = 0;
+    idx[2 * i + 1] = static_cast<int16_t>(first + i);
+  }
+  return _mm512_load_si512(idx);
+}
+
+/// 32 bf16 values at p to fp32 in two registers (columns 0..15, then 16..31): one load and one
+/// zero-masking word permute per 16 values (bf16 -> fp32 is the bits shifted up by 16), instead of
+/// a zero extension and a shift. idx_lo, idx_hi: widen32_index(0), widen32_index(16).
+MHC_AVX512_BF16 inline void widen32(const bf16_t* p, __m512i idx_lo, __m512i idx_hi, __m512& lo, __m512& hi) {
+  const __m512i b = _mm512_loadu_si512(p);
+  lo = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, idx_lo, b));
+  hi = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, idx_hi, b));
+}
+
 /// 32 bf16 (64-byte aligned, both) to dst by a non-temporal store.
 MHC_AVX512_BF16 inline void store_stream_32(bf16_t* dst, const bf16_t* src) {
   _mm512_stream_si512(reinterpret_cast<__m512i*>(dst), _mm512_load_si512(src));
@@ -250,16 +270,14 @@ MHC_AVX512_BF16 void exact_sums_avx512(const bf16_t* const* rows, const float (*
                                        bf16_t* const* dst, int64_t h_begin, int64_t h_end, bool stream = false) {
   const __m512 tiny = _mm512_set1_ps(0x1p-126f);
   const __m512i expmask = _mm512_set1_epi16(0x7f80);
+  const __m512i idx_lo = widen32_index(0), idx_hi = widen32_index(16);
   PendingGroups pend;
   for (int64_t h = h_begin; h < h_end; h += 32) {
     __m512 v[N][2];
     __m512 a[2];
+    for (int j = 0; j < N; ++j) widen32(rows[j] + h, idx_lo, idx_hi, v[j][0], v[j][1]);
     for (int g = 0; g < 2; ++g) {
-      for (int j = 0; j < N; ++j) {
-        const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[j] + h + 16 * g));
-        v[j][g] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
-        a[g] = j == 0 ? _mm512_abs_ps(v[j][g]) : _mm512_add_ps(a[g], _mm512_abs_ps(v[j][g]));
-      }
+      for (int j = 0; j < N; ++j) a[g] = j == 0 ? _mm512_abs_ps(v[j][g]) : _mm512_add_ps(a[g], _mm512_abs_ps(v[j][g]));
     }
     for (int k = 0; k < KO; ++k) {
       __m512 lo_end[2], hi_end[2];
