@@ -2,12 +2,17 @@
 // memory layouts, descriptors and instruction wrappers of gemm_wg_kernel, and the load of a
 // chunk's B operand from fn_frag.
 //
-// Layouts: no-swizzle K-major (core matrix: 8 rows x 16 bytes = 8 consecutive k's of a row, 128
-// contiguous bytes). A (64 tokens x 128 k's of one stream): core (k_blk, m_blk) at (k_blk * 8 +
-// m_blk) * 128. B (72 n = 3 parts x 24 rows, 128 k's of one stream): core (k_blk, n_blk) at
-// (k_blk * 9 + n_blk) * 128. A chain of wgmma.m64n72k16 over a stream's 8 k16 steps from zero
-// gives the bits of the mma.sync.m16n8k16 chains of the canonical order (config.cuh;
-// bench/probes/wgmma_vs_mma.cu: 0 of 1048576 elements differ on the H200).
+// Layouts (K-major, 16-byte rows of 8 consecutive k's):
+//   A (64 tokens x 128 k's of one stream, as TMA writes it): two boxes of 64 tokens x 64 k's,
+//     each 64 rows of 128 bytes in the 128-byte swizzle (16-byte slot q of row m at q ^ (m % 8)),
+//     on a 1024-byte boundary; the descriptor's stride between 8-row groups is 1024 bytes, and
+//     k16 step ks starts in box ks / 4 at byte 32 (ks % 4) (the hardware applies the swizzle
+//     to the address it forms, as TMA did).
+//   B (72 n = 3 parts x 24 rows, 128 k's of one stream): no swizzle, core matrix (8 rows x 16
+//     bytes, 128 contiguous bytes) (k_blk, n_blk) at (k_blk * 9 + n_blk) * 128.
+// A chain of wgmma.m64n72k16 over a stream's 8 k16 steps from zero gives the bits of the
+// mma.sync.m16n8k16 chains of the canonical order (config.cuh; bench/probes/wgmma_vs_mma.cu: 0
+// of 1048576 elements differ on the H200); the layouts only say where wgmma finds its operands.
 // Everything here compiles to nothing outside sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); the kernels
 // that use it are launched only where configure_gemm_wg_kernel found that code.
 #pragma once
@@ -24,11 +29,11 @@ constexpr int kWgThreads = 128;                          // a warpgroup
 constexpr int kStageBytesWg = kWgTile * kChunkCols * 2;  // one stream's A: 16 KB
 constexpr int kBStreamBytes = kNTiles * 8 * kChunkCols * 2;  // one stream's B: 72 n x 128 k, 18 KB
 constexpr int kBBytes = kN * kBStreamBytes;              // a chunk's B: 72 KB
-constexpr uint32_t kALbo = 8 * 128, kASbo = 128;         // A: K-direction and M-direction core strides
+constexpr uint32_t kABoxBytes = kWgTile * 128;           // A: one box of 64 rows x 128 bytes
+constexpr uint32_t kASbo = 8 * 128;                      // A: 8-row groups of the swizzled box
 constexpr uint32_t kBLbo = kNTiles * 128, kBSbo = 128;   // B: K-direction and N-direction core strides
 static_assert(kBBytes == kFragBytes, "B holds one chunk's fragments");
-static_assert(kALbo == kWgTile / 8 * 128 && kASbo == 128 && kBLbo == kNTiles * 128 && kBSbo == 128,
-              "core matrices of 128 bytes");
+static_assert(2 * kABoxBytes == kStageBytesWg && kBLbo == kNTiles * 128 && kBSbo == 128, "A: two boxes; B: core matrices of 128 bytes");
 
 #ifdef __CUDACC__
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) || !defined(__CUDA_ARCH__)
@@ -37,12 +42,17 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-/// The byte offset of A element (token m, stream-local k = 8 k_blk + e) in a stage.
-__device__ __forceinline__ int a_offset(int m, int k_blk) { return (k_blk * 8 + (m >> 3)) * 128 + (m & 7) * 16; }
-
-__device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+// A shared-memory matrix descriptor: start address, leading and stride byte offsets (16-byte
+// units), base offset 0 (operands on 1024-byte boundaries), and the swizzle mode in bits 62-63
+// (0: none, 1: 128-byte).
+__device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo, uint64_t swizzle = 0) {
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
-         (static_cast<uint64_t>(sbo >> 4) << 32);
+         (static_cast<uint64_t>(sbo >> 4) << 32) | (swizzle << 62);
+}
+// A's descriptor for k16 step ks of a stage (the leading offset is unused in the swizzled
+// K-major form: a k16 step never leaves its 128-byte row).
+__device__ __forceinline__ uint64_t a_desc_sw128(uint32_t a_stage, int ks) {
+  return wg_desc(a_stage + (ks >> 2) * kABoxBytes + (ks & 3) * 32, 16, kASbo, 1);
 }
 
 // One k16 step: d (64 x 72, fp32) += A (64 x 16) B (16 x 72); accumulate = false starts from zero.
@@ -107,21 +117,21 @@ __device__ __forceinline__ void load_b(const N4Params& p, unsigned char* smem, i
 }
 
 /// One stream's dots of a 64-token item: the chain of 8 wgmma k16 steps from zero (A: the
-/// stream's tile at a_stage; B: stream j of the chunk at b_base), then per (token, row)
+/// stream's swizzled tile at a_stage; B: stream j of the chunk at b_base), then per (token, row)
 /// v = hi + (mid + lo) into part (first stream: part = v, else part + v). `during` runs while
 /// the tensor cores work (the caller's other work on the same stage, or nothing).
 /// part[blk][e]: rows 8 blk + 2q (+1), tokens g, g + 8 of the warp's 16 (the C-fragment layout).
 template <typename During>
-__device__ __forceinline__ void stream_dots_wg(uint32_t a_stage, uint32_t b_base, int j, float (&part)[3][4],
-                                               During during) {
+__device__ __forceinline__ void stream_dots_wg_sw128(uint32_t a_stage, uint32_t b_base, int j, float (&part)[3][4],
+                                                     During during) {
   float d[36];
 #pragma unroll
   for (int i = 0; i < 36; ++i) d[i] = 0.0f;  // (the first k16 step ignores them)
   wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < kMmaSteps; ++ks) {
-    wgmma_k16(d, wg_desc(a_stage + ks * 2 * kALbo, kALbo, kASbo),
-              wg_desc(b_base + j * kBStreamBytes + ks * 2 * kBLbo, kBLbo, kBSbo), ks > 0);
+    wgmma_k16(d, a_desc_sw128(a_stage, ks), wg_desc(b_base + j * kBStreamBytes + ks * 2 * kBLbo, kBLbo, kBSbo),
+              ks > 0);
   }
   during();
   wgmma_commit_and_wait();
