@@ -840,6 +840,46 @@ TEST(CpuFastOps, HugeAndTinyTokensTakeTheDoubleSumOfSquares) {
   }
 }
 
+// The AVX-512 loops' tails: H = 16, 48, 1008 (32-column steps, then a 16-column step of the fold)
+// and 1023 (then the last 15 columns by the scalar code) for the folded collapse (carried pre:
+// exact, and mean head) and the folded pre, against the oracle, and every SIMD level and 1 and 2
+// threads with the best level's bits.
+TEST(CpuFastOps, OddHiddenSizesMatchTheOracleOnEveryLevel) {
+  const Mode list[] = {
+      {"collapse_carried_norm", OpKind::kCollapse, PreSource::kCarried, HeadKind::kLearned, true},
+      {"pre_computed_norm", OpKind::kPre, PreSource::kComputed, HeadKind::kLearned, true},
+      {"head_mean_norm", OpKind::kHead, PreSource::kComputed, HeadKind::kMean, true},
+  };
+  uint64_t seed = 4000;
+  for (const Mode& m : list) {
+    const std::string fast = std::string(op_id(m.op)) + ".cpu_fast";
+    for (int64_t H : {16, 48, 1008, 1023}) {
+      const std::string label = "H=" + std::to_string(H) + " T=5";
+      Case c = make_case(m, 5, H, seed++);
+      call(c, std::string(op_id(m.op)) + ".cpu_ref");
+      Outputs want = outputs(c);
+      c.poison();
+      call(c, fast);
+      Outputs best = outputs(c);
+      compare(m, want, best, label, false);
+      for (int threads : thread_counts({1, 2})) {
+        const ThreadCount scope(threads);
+        using mhc::detail::cpu::Isa;
+        for (Isa level : {Isa::kAvx512, Isa::kAvx2, Isa::kScalar}) {
+          if (level > mhc::detail::cpu::best_isa()) continue;
+          mhc::detail::cpu::force_isa(level);
+          c.poison();
+          call(c, fast);
+          mhc::detail::cpu::force_isa(Isa::kAvx512);
+          Outputs got = outputs(c);
+          compare(m, best, got, label + " " + mhc::detail::cpu::isa_name(level) + " threads " + std::to_string(threads),
+                  true);
+        }
+      }
+    }
+  }
+}
+
 // A call that fails validation writes nothing (the outputs keep their poison).
 TEST_P(OpsGrid, HostileInputIsRejectedWithNothingWritten) {
   const Mode& m = GetParam();
