@@ -971,15 +971,42 @@ std::vector<int> decode_modes() {
 
 class GpuDecode : public testing::TestWithParam<int> {};
 
-// The workspace counters of decode_kernel survive 1000 replays of one captured graph (made on a
-// fresh stream as the first call ever on it): every replay gives the eager bits.
+// The one-launch decode variants under test here, each with the shapes it takes: decode_kernel
+// (workspace counters and scratch) and decode_cluster_kernel (cluster barriers, H <= 4096; sm_90+).
+struct DecodeVariant {
+  const char* suffix;
+  std::vector<Shape> replay_shapes;
+  Shape streams_shape;
+  int min_cc_major;
+};
+const std::vector<DecodeVariant>& decode_variants() {
+  static const std::vector<DecodeVariant> v = {
+      {"cuda_n4_decode", {{4, 4096, 1}, {4, 7168, 16}}, {4, 7168, 8}, 0},
+      {"cuda_n4_decode_cluster", {{4, 4096, 1}, {4, 4096, 16}, {4, 2048, 33}}, {4, 4096, 8}, 9},
+  };
+  return v;
+}
+
+int device_cc_major() {
+  int major = 0;
+#ifdef MHC_WITH_CUDA
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess) return 0;
+#endif
+  return major;
+}
+
+// The workspace state of the decode kernels (decode_kernel's counters) survives 1000 replays of
+// one captured graph (made on a fresh stream as the first call ever on it): every replay gives
+// the eager bits.
 TEST_P(GpuDecode, ThousandReplaysBitEqualToEager) {
   MHC_REQUIRE_GPU();
   const int mi = GetParam();
   const Mode& m = modes()[static_cast<size_t>(mi)];
-  const std::string id = std::string(op_id(m.op)) + ".cuda_n4_decode";
-  for (const Shape& s : std::vector<Shape>{{4, 4096, 1}, {4, 7168, 16}}) {
-    SCOPED_TRACE(m.name + " " + shape_label(s.n, s.H, s.T));
+  for (const DecodeVariant& dv : decode_variants()) {
+  if (device_cc_major() < dv.min_cc_major) continue;
+  const std::string id = std::string(op_id(m.op)) + "." + dv.suffix;
+  for (const Shape& s : dv.replay_shapes) {
+    SCOPED_TRACE(id + " " + m.name + " " + shape_label(s.n, s.H, s.T));
     const uint64_t seed = case_seed("decode-replay", mi, s.n, s.H, s.T);
     Case c = make_case(m, s.n, s.H, s.T, seed);
     const Weights w = make_weights(m, s.n, s.H, seed, false);
@@ -1007,6 +1034,7 @@ TEST_P(GpuDecode, ThousandReplaysBitEqualToEager) {
       c.poison_outputs();
     }
   }
+  }
 }
 
 // Two streams, each with its own workspace, run decode calls back to back without waiting for
@@ -1015,8 +1043,11 @@ TEST_P(GpuDecode, TwoStreamsTwoWorkspacesAtOnce) {
   MHC_REQUIRE_GPU();
   const int mi = GetParam();
   const Mode& m = modes()[static_cast<size_t>(mi)];
-  const std::string id = std::string(op_id(m.op)) + ".cuda_n4_decode";
-  const Shape s{4, 7168, 8};
+  for (const DecodeVariant& dv : decode_variants()) {
+  if (device_cc_major() < dv.min_cc_major) continue;
+  const std::string id = std::string(op_id(m.op)) + "." + dv.suffix;
+  SCOPED_TRACE(id);
+  const Shape s = dv.streams_shape;
   Case a = make_case(m, s.n, s.H, s.T, case_seed("decode-streams-a", mi, s.n, s.H, s.T));
   Case b = make_case(m, s.n, s.H, s.T, case_seed("decode-streams-b", mi, s.n, s.H, s.T));
   const Weights wa = make_weights(m, s.n, s.H, case_seed("decode-streams-a", mi, s.n, s.H, s.T), false);
@@ -1051,6 +1082,7 @@ TEST_P(GpuDecode, TwoStreamsTwoWorkspacesAtOnce) {
   for (const std::string& o : a.outputs()) {
     expect_tally(compare_to_snapshot(a, alone_a, o, "stream a"), Check::kExact, id + " stream a " + o);
     expect_tally(compare_to_snapshot(b, alone_b, o, "stream b"), Check::kExact, id + " stream b " + o);
+  }
   }
 }
 

@@ -38,6 +38,7 @@
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/canonical.cuh"
 #include "src/cuda/n4/collapse_row.cuh"
+#include "src/cuda/n4/decode_phase1.cuh"
 #include "src/cuda/n4/kernels.hpp"
 #include "src/cuda/n4/post8.cuh"
 #include "src/cuda/ptx.cuh"
@@ -46,17 +47,12 @@ namespace mhc::cuda::n4 {
 
 namespace {
 
-constexpr int kWarps = 12;                         // 4 streams x 3 row blocks
-constexpr int kThreads = kWarps * 32;              // 384
+constexpr int kThreads = kDecodeBlock;             // 384: warp = (stream, row block) in phase 1
 constexpr int kCollapseWarps = kThreadsB / 32;     // 8: collapse_loaded's fold order needs 256 threads
 constexpr int kCombWarp = kCollapseWarps;          // phase 2: warp 8 runs the comb's Sinkhorn chain,
 constexpr int kPrePostWarp = kCollapseWarps + 1;   // warp 9 the pre and post outputs
-constexpr int kGroup = 16;                         // tokens per phase-1 pass: one m16 tile
-constexpr int kAStride = kSliceK + 8;              // A row: 4 streams x 128 columns, padded (ldmatrix)
 constexpr int kRowRegs = 4;                        // row vectors per collapse thread: H <= 8192
 constexpr int kMaxDecodeH = kRowRegs * kThreadsB * 8;
-static_assert(kWarps == kN * 3, "warp = (stream, row block)");
-static_assert(kThreadsB == kGroup * (kChunkCols / 8), "phase 1: a thread per (token, 8-column vector)");
 static_assert(kPartialSplit * kPartial <= kThreads, "phase 2: a thread per (chunk group, row)");
 
 enum Counter { kArrived = 1, kDone = 2 };  // the workspace's counters (decode_kernel's layout)
@@ -81,151 +77,9 @@ __device__ __forceinline__ int probe_level(const ChunkDecodeParams& d) { return 
 __device__ __forceinline__ constexpr int probe_level(const ChunkDecodeParams&) { return 0; }
 #endif
 
-// The dynamic shared memory of a run of G groups (run_smem_bytes(G) bytes):
-//   s_in  [16 G][kAStride] bf16: the run's residual rows (4 streams x 128 columns), staged by
-//         cp.async, then in place each token's new streams: the A tiles of the mma chains
-//   then, in one region: s_lo [16 G][128] bf16 and s_mix [16 G][20] f32 (the post's inputs), and
-//         after the post s_red [G][4][16][24] f32 (the per-stream dots)
-//   s_sq  [16 G] f32: the chunk's sum of squares per token
-constexpr int kMixes = kN + kN * kN;  // post[4], comb[16] of a token
-__host__ __device__ constexpr int run_in_bytes(int g) { return g * kGroup * kAStride * 2; }
-__host__ __device__ constexpr int run_post_bytes(int g) { return g * kGroup * (kChunkCols * 2 + kMixes * 4); }
-__host__ __device__ constexpr int run_red_bytes(int g) { return g * kN * kGroup * kRows * 4; }
-__host__ __device__ constexpr int run_mid_bytes(int g) {
-  return run_post_bytes(g) > run_red_bytes(g) ? run_post_bytes(g) : run_red_bytes(g);
-}
-__host__ __device__ constexpr int run_smem_bytes(int g) { return run_in_bytes(g) + run_mid_bytes(g) + g * kGroup * 4; }
+// The dynamic shared memory of a run of G groups: run_smem_bytes(G) (decode_phase1.cuh).
 constexpr int kMaxRun = 4;  // groups per block: 91 KB, within every supported device's opt-in limit
 static_assert(run_smem_bytes(kMaxRun) <= 99 * 1024, "decode_chunk_kernel shared memory (sm_120: 99 KB)");
-static_assert(run_in_bytes(1) % 16 == 0 && run_mid_bytes(1) % 16 == 0 && (kGroup * kChunkCols * 2) % 16 == 0,
-              "16-byte aligned regions");
-
-// Phase 1 of block (c, first): the post stage and the partials of chunk c for the run's tokens
-// [first, first + 16 G): the post, the A tiles and the sums of squares of all its groups, then the
-// mma chains of each group, then the partials. kStaged (runs of G > 1): every input of the run is
-// first staged in shared memory at once, so the run pays one memory latency; otherwise (G = 1)
-// each item loads its inputs straight into registers, which saves the staging's barrier and
-// shared-memory round trip (session 8 call 5: 0.1-0.5 us at G = 1). The same arithmetic either way.
-template <bool kPost, bool kStaged>
-__device__ __forceinline__ void chunk_run(const ChunkDecodeParams& d, int c, int64_t first, int groups,
-                                          const uint2 (&b)[3][kMmaSteps], unsigned char* smem) {
-  const N4Params& p = d.p;
-  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-  const int64_t left = p.T - first;
-  const int ntok = static_cast<int>(left < groups * kGroup ? left : groups * kGroup);
-  bf16_t* s_in = reinterpret_cast<bf16_t*>(smem);
-  bf16_t* s_lo = reinterpret_cast<bf16_t*>(smem + run_in_bytes(groups));
-  float* s_mix = reinterpret_cast<float*>(smem + run_in_bytes(groups) + groups * kGroup * kChunkCols * 2);
-  float* s_red = reinterpret_cast<float*>(smem + run_in_bytes(groups));  // after the post: over s_lo, s_mix
-  float* s_sq = reinterpret_cast<float*>(smem + run_in_bytes(groups) + run_mid_bytes(groups));
-  // The inputs: 16-byte pieces of the residual rows (and layer_output rows), through L2 (another
-  // kernel wrote them); the mixes by plain L2 loads (their rows need not be 16-byte aligned).
-  constexpr int kPieces = (kPost ? kN + 1 : kN) * (kChunkCols / 8);
-  const int64_t col0 = static_cast<int64_t>(c) * kChunkCols;
-  for (int i = tid; kStaged && i < ntok * kPieces; i += kThreads) {
-    const int tl = i / kPieces, q = i % kPieces, s = q / (kChunkCols / 8), cv = q % (kChunkCols / 8);
-    const int64_t t = first + tl;
-    if (s < kN) {
-      cp_async16_keep(s_in + tl * kAStride + s * kChunkCols + cv * 8,
-                      p.residual + t * p.residual_stride + s * p.res_stream_stride + col0 + cv * 8);
-    } else {
-      cp_async16_keep(s_lo + tl * kChunkCols + cv * 8, p.layer_output + t * p.layer_output_stride + col0 + cv * 8);
-    }
-  }
-  if (kStaged) cp_async_commit();
-  if (kPost && kStaged) {
-    for (int i = tid; i < ntok * kMixes; i += kThreads) {
-      const int tl = i / kMixes, m = i % kMixes;
-      const int64_t t = first + tl;
-      s_mix[i] = m < kN ? __ldcg(p.post_mix + t * p.post_mix_stride + m) : __ldcg(p.comb_mix + t * p.comb_mix_stride + m - kN);
-    }
-  }
-  if (kStaged) {
-    cp_async_wait<0>();
-    __syncthreads();
-  }
-  // The post, residual_out, the A tiles (in place) and the sums of squares: item (token, 8-column
-  // vector), 16 items a token; a warp's 32 items are two whole tokens (the butterfly's lanes), so
-  // every warp runs each pass whole; tokens past T are zero rows.
-  for (int it = tid; it < groups * kThreadsB; it += kThreads) {
-    const int tl = it / (kChunkCols / 8), cv = it % (kChunkCols / 8);
-    bf16_t* row = s_in + tl * kAStride + cv * 8;
-    uint4 x[kN];
-    if (tl < ntok) {
-      const int64_t t = first + tl;
-      uint4 r[kN];
-      if (kStaged) {
-#pragma unroll
-        for (int s = 0; s < kN; ++s) r[s] = *reinterpret_cast<const uint4*>(row + s * kChunkCols);
-      } else {
-        const bf16_t* res = p.residual + t * p.residual_stride + col0 + cv * 8;
-#pragma unroll
-        for (int s = 0; s < kN; ++s) r[s] = ldcg16(res + s * p.res_stream_stride);
-      }
-      if (kPost && kStaged) {
-        const uint4 lo = *reinterpret_cast<const uint4*>(s_lo + tl * kChunkCols + cv * 8);
-        const float* mix = s_mix + tl * kMixes;
-        post8(post_weights(mix, mix + kN), r, lo, x);
-      } else if (kPost) {
-        const uint4 lo = ldcg16(p.layer_output + t * p.layer_output_stride + col0 + cv * 8);
-        post8(token_post_weights(p, t), r, lo, x);
-      } else {
-#pragma unroll
-        for (int s = 0; s < kN; ++s) x[s] = r[s];
-      }
-      if (p.residual_out != nullptr) {
-#pragma unroll
-        for (int s = 0; s < kN; ++s) st16(p.residual_out + t * p.residual_out_stride + s * p.H + col0 + cv * 8, x[s]);
-      }
-    } else {
-#pragma unroll
-      for (int s = 0; s < kN; ++s) x[s] = make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int s = 0; s < kN; ++s) *reinterpret_cast<uint4*>(row + s * kChunkCols) = x[s];
-    const float sq = chunk_squares_butterfly(vector_squares(x));
-    if (cv == 0) s_sq[tl] = sq;
-  }
-  __syncthreads();
-  {
-    // Warp (j, blk): per group, the hi, mid and lo chains of rows 8 blk .. 8 blk + 7 over stream
-    // j's 128 columns.
-    const int j = w / 3, blk = w % 3, g = lane >> 2, q = lane & 3;
-    for (int grp = 0; grp < groups; ++grp) {
-      float acc[3][4];
-#pragma unroll
-      for (int part = 0; part < 3; ++part) acc[part][0] = acc[part][1] = acc[part][2] = acc[part][3] = 0.0f;
-      const uint32_t a_base =
-          static_cast<uint32_t>(__cvta_generic_to_shared(s_in)) +
-          static_cast<uint32_t>(((grp * kGroup + (lane & 15)) * kAStride + j * kChunkCols + (lane >> 4) * 8) * 2);
-#pragma unroll
-      for (int ks = 0; ks < kMmaSteps; ++ks) {
-        uint32_t a0, a1, a2, a3;
-        ldmatrix_x4(a_base + ks * 32, a0, a1, a2, a3);
-#pragma unroll
-        for (int part = 0; part < 3; ++part) mma_bf16(acc[part], a0, a1, a2, a3, b[part][ks].x, b[part][ks].y);
-      }
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int tok = g + 8 * (e >> 1), row = blk * 8 + 2 * q + (e & 1);
-        s_red[((grp * kN + j) * kGroup + tok) * kRows + row] = acc[0][e] + (acc[1][e] + acc[2][e]);
-      }
-    }
-  }
-  __syncthreads();
-  for (int idx = tid; idx < ntok * kPartial; idx += kThreads) {
-    const int tl = idx / kPartial, r = idx % kPartial, grp = tl / kGroup, tt = tl % kGroup;
-    float v;
-    if (r == kRows) {
-      v = s_sq[tl];
-    } else {
-      v = s_red[(grp * kN * kGroup + tt) * kRows + r];
-#pragma unroll
-      for (int j = 1; j < kN; ++j) v += s_red[((grp * kN + j) * kGroup + tt) * kRows + r];
-    }
-    d.dp[((first + tl) * p.chunks + c) * kPartial + r] = v;
-  }
-}
 
 template <bool kPost, bool kStaged>
 __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDecodeParams d) {
@@ -247,21 +101,26 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
   if (tid >= 32 && tid < 32 + (p.epi.head ? kN : kRows)) s_base[tid - 32] = p.epi.base[tid - 32];
   // This warp's B fragments (weights: loaded before pdl_wait, overlapping the kernel before).
   uint2 b[3][kMmaSteps];
-  {
-    const int j = w / 3, blk = w % 3;
-    const uint2* base = p.fn_frag + static_cast<int64_t>(c) * kFragWords + j * kMmaSteps * kNTiles * 32 + lane;
-#pragma unroll
-    for (int part = 0; part < 3; ++part) {
-#pragma unroll
-      for (int ks = 0; ks < kMmaSteps; ++ks) b[part][ks] = __ldg(base + (ks * kNTiles + part * 3 + blk) * 32);
-    }
-  }
+  load_warp_fragments(p, c, b);
   pdl_wait();  // the inputs, the scratch and the counters belong to this launch from here on
   const int probe = probe_level(d);
   if (probe == 1) return;
   {
     const int64_t left_groups = (p.T - first + kGroup - 1) / kGroup;
-    chunk_run<kPost, kStaged>(d, c, first, static_cast<int>(left_groups < d.run ? left_groups : d.run), b, smem);
+    const int groups = static_cast<int>(left_groups < d.run ? left_groups : d.run);
+    const int64_t left = p.T - first;
+    const RunRows rows{first, static_cast<int>(left < groups * kGroup ? left : groups * kGroup), c};
+    phase1_run<kPost, kStaged>(
+        p, rows, groups,
+        [&](int, uint2(&bg)[3][kMmaSteps]) {
+#pragma unroll
+          for (int part = 0; part < 3; ++part) {
+#pragma unroll
+            for (int ks = 0; ks < kMmaSteps; ++ks) bg[part][ks] = b[part][ks];
+          }
+        },
+        smem,
+        [&](int tl, int r, float v) { d.dp[((first + tl) * p.chunks + c) * kPartial + r] = v; });
   }
   if (probe == 2) return;
   // Arrival: the block barrier orders every thread's partial and residual_out writes before
