@@ -137,5 +137,6 @@ void post_variant_run(const detail::Problem& p, int variant, const char* name) {
 void n4_post_flat_run(const detail::Problem& p) { post_variant_run(p, kPostFlat, "cuda_n4_flat"); }
 void n4_post_rows_run(const detail::Problem& p) { post_variant_run(p, kPostRows, "cuda_n4_rows"); }
 void n4_post_pipelined_run(const detail::Problem& p) { post_variant_run(p, kPostPipelined, "cuda_n4_pipelined"); }
+void n4_post_flat2_run(const detail::Problem& p) { post_variant_run(p, kPostFlat2, "cuda_n4_flat2"); }
 
 }  // namespace mhc::cuda
