@@ -250,6 +250,8 @@ MHC_AVX2 double sumsq_avx2(const bf16_t* x, int64_t K) {
 
 static_assert(kTile <= 8, "dots() instantiates dots_avx512_p for 1 to 4 token pairs");
 constexpr int kSteps = static_cast<int>(kChunk / 8);
+constexpr int kRowSteps = kSteps / 4;  // steps per row of the prefetch of the next 4 rows' chunk
+static_assert(kSteps % 4 == 0, "chunk_rows prefetches 4 rows of a chunk over its steps");
 
 MHC_AVX512 inline __m512 widen16(const bf16_t* p) {
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -265,37 +267,10 @@ MHC_AVX512 inline __m512d bfly2(__m512d u, __m512d v) {
   return _mm512_add_pd(_mm512_shuffle_f64x2(u, v, 0x88), _mm512_shuffle_f64x2(u, v, 0xdd));
 }
 
-// Chunk partials of rows r0 .. r0 + R - 1 (R <= 4) for P token pairs; xp: [kSteps][P][16] fp32 of
-// this chunk (zero past len), f: the rows' weights at the chunk start, steps8 whole 8-steps and a
-// tail of rem weights. sum[p] (8 doubles: row 0 token 2p, row 0 token 2p + 1, row 1 token 2p, ...)
-// += the 8 tree sums.
+// sum[q] (8 doubles: row 0 token 2q, row 0 token 2q + 1, row 1 token 2q, ...) += the 8-lane trees of
+// one chunk's accumulators acc[r][q] (lanes 0..7: token 2q, 8..15: token 2q + 1), by the butterfly.
 template <int P, int R>
-MHC_AVX512 void chunk_rows(const float* xp, const float* const* f, const float* const* next, int steps8, int rem,
-                           __m512d* sum) {
-  __m512 acc[R][P];
-  for (int r = 0; r < R; ++r) {
-    for (int q = 0; q < P; ++q) acc[r][q] = _mm512_setzero_ps();
-  }
-  for (int st = 0; st < steps8; ++st) {
-    __m512 w[R];
-    for (int r = 0; r < R; ++r) w[r] = _mm512_broadcast_f32x8(_mm256_loadu_ps(f[r] + 8 * st));
-    // The next 4 rows' chunk (16 lines each) into L1 meanwhile: lines 2 st and 2 st + 1.
-    _mm_prefetch(reinterpret_cast<const char*>(next[st >> 3] + 32 * (st & 7)), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(next[st >> 3] + 32 * (st & 7) + 16), _MM_HINT_T0);
-    for (int q = 0; q < P; ++q) {
-      const __m512 xv = _mm512_load_ps(xp + (st * P + q) * 16);
-      for (int r = 0; r < R; ++r) acc[r][q] = _mm512_fmadd_ps(xv, w[r], acc[r][q]);
-    }
-  }
-  if (rem > 0) {
-    const __mmask8 m = static_cast<__mmask8>((1u << rem) - 1u);
-    __m512 w[R];
-    for (int r = 0; r < R; ++r) w[r] = _mm512_broadcast_f32x8(_mm256_maskz_loadu_ps(m, f[r] + 8 * steps8));
-    for (int q = 0; q < P; ++q) {
-      const __m512 xv = _mm512_load_ps(xp + (steps8 * P + q) * 16);
-      for (int r = 0; r < R; ++r) acc[r][q] = _mm512_fmadd_ps(xv, w[r], acc[r][q]);
-    }
-  }
+MHC_AVX512 inline void add_row_trees(const __m512 (&acc)[R][P], __m512d* sum) {
   for (int q = 0; q < P; ++q) {
     __m512d d[8];
     for (int r = 0; r < 4; ++r) {
@@ -312,17 +287,9 @@ MHC_AVX512 void chunk_rows(const float* xp, const float* const* f, const float* 
   }
 }
 
-// The chunk partials of x with itself for P token pairs: ss (8 doubles: tokens 0..7) += the trees.
+// ss (8 doubles: tokens 0..7) += the 8-lane trees of the self-dot accumulators acc[q].
 template <int P>
-MHC_AVX512 void chunk_self(const float* xp, int steps, __m512d& ss) {
-  __m512 acc[P];
-  for (int q = 0; q < P; ++q) acc[q] = _mm512_setzero_ps();
-  for (int st = 0; st < steps; ++st) {
-    for (int q = 0; q < P; ++q) {
-      const __m512 xv = _mm512_load_ps(xp + (st * P + q) * 16);
-      acc[q] = _mm512_fmadd_ps(xv, xv, acc[q]);
-    }
-  }
+MHC_AVX512 inline void add_self_trees(const __m512 (&acc)[P], __m512d& ss) {
   __m512d d[8];
   for (int q = 0; q < 4; ++q) {
     if (q < P) {
@@ -335,6 +302,117 @@ MHC_AVX512 void chunk_self(const float* xp, int steps, __m512d& ss) {
   const __m512d l2a = bfly2(bfly1(d[0], d[1]), bfly1(d[2], d[3]));
   const __m512d l2b = bfly2(bfly1(d[4], d[5]), bfly1(d[6], d[7]));
   ss = _mm512_add_pd(ss, bfly2(l2a, l2b));
+}
+
+// Chunk partials of rows r0 .. r0 + R - 1 (R <= 4) for P token pairs; xp: [kSteps][P][16] fp32 of
+// this chunk (zero past len), f: the rows' weights at the chunk start, steps8 whole 8-steps and a
+// tail of rem weights. sum[p] (8 doubles: row 0 token 2p, row 0 token 2p + 1, row 1 token 2p, ...)
+// += the 8 tree sums.
+template <int P, int R>
+MHC_AVX512 void chunk_rows(const float* xp, const float* const* f, const float* const* next, int steps8, int rem,
+                           __m512d* sum) {
+  __m512 acc[R][P];
+  for (int r = 0; r < R; ++r) {
+    for (int q = 0; q < P; ++q) acc[r][q] = _mm512_setzero_ps();
+  }
+  for (int st = 0; st < steps8; ++st) {
+    __m512 w[R];
+    for (int r = 0; r < R; ++r) w[r] = _mm512_broadcast_f32x8(_mm256_loadu_ps(f[r] + 8 * st));
+    // The next 4 rows' chunk (kChunk / 16 lines each) into L1 meanwhile, two lines a step: row
+    // st / kRowSteps, lines 2 (st % kRowSteps) and 2 (st % kRowSteps) + 1.
+    _mm_prefetch(reinterpret_cast<const char*>(next[st / kRowSteps] + 32 * (st % kRowSteps)), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(next[st / kRowSteps] + 32 * (st % kRowSteps) + 16), _MM_HINT_T0);
+    for (int q = 0; q < P; ++q) {
+      const __m512 xv = _mm512_load_ps(xp + (st * P + q) * 16);
+      for (int r = 0; r < R; ++r) acc[r][q] = _mm512_fmadd_ps(xv, w[r], acc[r][q]);
+    }
+  }
+  if (rem > 0) {
+    const __mmask8 m = static_cast<__mmask8>((1u << rem) - 1u);
+    __m512 w[R];
+    for (int r = 0; r < R; ++r) w[r] = _mm512_broadcast_f32x8(_mm256_maskz_loadu_ps(m, f[r] + 8 * steps8));
+    for (int q = 0; q < P; ++q) {
+      const __m512 xv = _mm512_load_ps(xp + (steps8 * P + q) * 16);
+      for (int r = 0; r < R; ++r) acc[r][q] = _mm512_fmadd_ps(xv, w[r], acc[r][q]);
+    }
+  }
+  add_row_trees<P, R>(acc, sum);
+}
+
+// The chunk partials of x with itself for P token pairs: ss (8 doubles: tokens 0..7) += the trees.
+template <int P>
+MHC_AVX512 void chunk_self(const float* xp, int steps, __m512d& ss) {
+  __m512 acc[P];
+  for (int q = 0; q < P; ++q) acc[q] = _mm512_setzero_ps();
+  for (int st = 0; st < steps; ++st) {
+    for (int q = 0; q < P; ++q) {
+      const __m512 xv = _mm512_load_ps(xp + (st * P + q) * 16);
+      acc[q] = _mm512_fmadd_ps(xv, xv, acc[q]);
+    }
+  }
+  add_self_trees<P>(acc, ss);
+}
+
+// The word indices of chunk_direct's pair permute for step s of 4: lane i < 8 of the result takes
+// bf16 8 s + i of the first token's 32 values, lane 8 + i bf16 8 s + i of the second's (index
+// 32 + ...), each into the high half of its fp32 lane (the low halves are zeroed by the mask).
+MHC_AVX512 inline __m512i pair_index(int s) {
+  alignas(64) int16_t idx[32];
+  for (int i = 0; i < 16; ++i) {
+    idx[2 * i] = 0;
+    idx[2 * i + 1] = static_cast<int16_t>((i < 8 ? 0 : 32) + 8 * s + (i & 7));
+  }
+  return _mm512_load_si512(idx);
+}
+
+// A whole chunk (kChunk values) of rows f[0..R) (R <= 4: the call's only row group) for P token
+// pairs straight from the bf16 rows xc[0..2P) at the chunk start, without the staging buffer: each
+// step's two-token register is one zero-masking two-source word permute of 32 + 32 loaded values
+// (4 steps of each token). The same FMA chains in the same order as chunk_rows and chunk_self
+// (with_ss), so the same bits.
+template <int P, int R>
+MHC_AVX512 void chunk_direct(const bf16_t* const* xc, const float* const* f, const float* const* next, __m512d* sum,
+                             bool with_ss, __m512d& ss) {
+  static_assert(kSteps % 4 == 0, "chunk_direct takes 4 steps per 32 loaded values");
+  const __m512i idx0 = pair_index(0), idx1 = pair_index(1), idx2 = pair_index(2), idx3 = pair_index(3);
+  __m512 acc[R][P], self[P];
+  for (int q = 0; q < P; ++q) {
+    self[q] = _mm512_setzero_ps();
+    for (int r = 0; r < R; ++r) acc[r][q] = _mm512_setzero_ps();
+  }
+  for (int st4 = 0; st4 < kSteps; st4 += 4) {
+    for (int s = 0; s < 4; ++s) {
+      const int st = st4 + s;
+      const __m512i idx = s == 0 ? idx0 : s == 1 ? idx1 : s == 2 ? idx2 : idx3;
+      __m512 w[R];
+      for (int r = 0; r < R; ++r) w[r] = _mm512_broadcast_f32x8(_mm256_loadu_ps(f[r] + 8 * st));
+      _mm_prefetch(reinterpret_cast<const char*>(next[st / kRowSteps] + 32 * (st % kRowSteps)), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(next[st / kRowSteps] + 32 * (st % kRowSteps) + 16), _MM_HINT_T0);
+      for (int q = 0; q < P; ++q) {
+        const __m512i a = _mm512_loadu_si512(xc[2 * q] + 8 * st4);
+        const __m512i b = _mm512_loadu_si512(xc[2 * q + 1] + 8 * st4);
+        const __m512 xv = _mm512_castsi512_ps(_mm512_maskz_permutex2var_epi16(0xAAAAAAAAu, a, idx, b));
+        for (int r = 0; r < R; ++r) acc[r][q] = _mm512_fmadd_ps(xv, w[r], acc[r][q]);
+        if (with_ss) self[q] = _mm512_fmadd_ps(xv, xv, self[q]);
+      }
+    }
+  }
+  add_row_trees<P, R>(acc, sum);
+  if (with_ss) add_self_trees<P>(self, ss);
+}
+
+// Row group g of [r0, r1) at chunk c0: f, its rows' weights there (up to 4); next, the rows after
+// them for the prefetch hints (the same chunk's next group, else the next chunk's first group;
+// clamped to this row range and to K).
+inline void group_rows(const float* fn, int64_t K, int r0, int r1, int g, int groups, int64_t c0, const float** f,
+                       const float** next) {
+  const int ra = r0 + 4 * g;
+  const int R = r1 - ra < 4 ? r1 - ra : 4;
+  for (int r = 0; r < R; ++r) f[r] = fn + static_cast<int64_t>(ra + r) * K + c0;
+  const bool last = g + 1 == groups;
+  const int rn = last ? r0 : ra + 4;
+  const int64_t cn = last && c0 + kChunk < K ? c0 + kChunk : c0;
+  for (int r = 0; r < 4; ++r) next[r] = fn + static_cast<int64_t>(std::min(rn + r, r1 - 1)) * K + cn;
 }
 
 template <int P>
@@ -353,6 +431,33 @@ MHC_AVX512 void dots_avx512_p(const bf16_t* const* x, int tb, const float* fn, i
     const int len8 = len & ~7;
     const int rem = len - len8;
     const int steps = (len + 7) / 8;
+    // This token's x two chunks ahead into the caches (a hint: x may come from DRAM, as in pre and
+    // head; past the row's end it touches nothing that matters).
+    auto prefetch_x = [&](int i) {
+      const uintptr_t ahead = reinterpret_cast<uintptr_t>(x[i] + c0) + 2 * kChunk * sizeof(bf16_t);
+      for (uintptr_t line = 0; line < kChunk * sizeof(bf16_t); line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
+      }
+    };
+    if (groups == 1 && len == kChunk) {
+      // One group of rows (head, or a decode item): whole chunks straight from the bf16 rows. A
+      // token missing from the last pair repeats the last one; its lanes are never read back.
+      const bf16_t* xc[2 * P];
+      for (int i = 0; i < 2 * P; ++i) {
+        xc[i] = x[i < tb ? i : tb - 1] + c0;
+        if (i < tb) prefetch_x(i);
+      }
+      const float* f[4];
+      const float* next[4];
+      group_rows(fn, K, r0, r1, 0, 1, c0, f, next);
+      switch (r1 - r0) {
+        case 1: chunk_direct<P, 1>(xc, f, next, sum[0], ss != nullptr, ss_sum); break;
+        case 2: chunk_direct<P, 2>(xc, f, next, sum[0], ss != nullptr, ss_sum); break;
+        case 3: chunk_direct<P, 3>(xc, f, next, sum[0], ss != nullptr, ss_sum); break;
+        default: chunk_direct<P, 4>(xc, f, next, sum[0], ss != nullptr, ss_sum); break;
+      }
+      continue;
+    }
     for (int i = 0; i < 2 * P; ++i) {
       float* dst = xp + (i / 2) * 16 + (i % 2) * 8;
       if (i >= tb) {
@@ -360,12 +465,7 @@ MHC_AVX512 void dots_avx512_p(const bf16_t* const* x, int tb, const float* fn, i
         continue;
       }
       const bf16_t* src = x[i] + c0;
-      // This token's x two chunks ahead into the caches (a hint: x may come from DRAM, as in pre
-      // and head; past the row's end it touches nothing that matters).
-      const uintptr_t ahead = reinterpret_cast<uintptr_t>(src) + 2 * kChunk * sizeof(bf16_t);
-      for (uintptr_t line = 0; line < kChunk * sizeof(bf16_t); line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
-      }
+      prefetch_x(i);
       int k = 0;
       for (; k + 16 <= len8; k += 16) {
         const __m512 v = widen16(src + k);
@@ -382,17 +482,10 @@ MHC_AVX512 void dots_avx512_p(const bf16_t* const* x, int tb, const float* fn, i
       }
     }
     for (int g = 0; g < groups; ++g) {
-      const int ra = r0 + 4 * g;
-      const int R = r1 - ra < 4 ? r1 - ra : 4;
+      const int R = r1 - (r0 + 4 * g) < 4 ? r1 - (r0 + 4 * g) : 4;
       const float* f[4];
-      for (int r = 0; r < R; ++r) f[r] = fn + static_cast<int64_t>(ra + r) * K + c0;
-      // The rows after these (a prefetch hint only: the same chunk's next group, else the next
-      // chunk's first group; clamped to this row range and to K).
-      const bool last = g + 1 == groups;
-      const int rn = last ? r0 : ra + 4;
-      const int64_t cn = last && c0 + kChunk < K ? c0 + kChunk : c0;
       const float* next[4];
-      for (int r = 0; r < 4; ++r) next[r] = fn + static_cast<int64_t>(std::min(rn + r, r1 - 1)) * K + cn;
+      group_rows(fn, K, r0, r1, g, groups, c0, f, next);
       switch (R) {
         case 1: chunk_rows<P, 1>(xp, f, next, len8 / 8, rem, sum[g]); break;
         case 2: chunk_rows<P, 2>(xp, f, next, len8 / 8, rem, sum[g]); break;
