@@ -92,10 +92,13 @@ fi
 
 if [[ "$steps" == *" ncugemm "* ]]; then
   S ncugemm
-  timeout 60 ncu --clock-control none -k regex:gemm_kernel --launch-skip 2 --launch-count 1 --section SpeedOfLight \
+  # MHC_S7_NCU_GEMM: the kernel (gemm_kernel, or gemm_wg_kernel with variant mixes.cuda_n4_staged_wg).
+  K=${MHC_S7_NCU_GEMM:-gemm_kernel}
+  V=""; [ "$K" = gemm_wg_kernel ] && V="--variant mixes.cuda_n4_staged_wg"
+  timeout 60 ncu --clock-control none -k regex:"^.*${K}" --launch-skip 2 --launch-count 1 --section SpeedOfLight \
     --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section InstructionStats \
-    --print-details all $B bench --ops mixes --modes plain --H 4096 --T 8192 --reps 2 --budget-s 20 \
-    > "$R/ncu-gemm.txt" 2>&1; echo "ncu gemm rc=$?" | tee -a "$R/summary.txt"
+    --print-details all $B bench --ops mixes --modes plain --H 4096 --T 8192 --reps 2 --budget-s 20 $V \
+    > "$R/ncu-$K.txt" 2>&1; echo "ncu $K rc=$?" | tee -a "$R/summary.txt"
 fi
 
 if [[ "$steps" == *" wg "* ]]; then
@@ -126,6 +129,8 @@ if [[ "$steps" == *" new "* ]]; then
   # Session 10's variants (written without a GPU): decode_cluster_kernel against decode_chunk_kernel
   # at H = 4096, and the TMA-fed gemm_wg_kernel (the staged_wg rows) against the staged plan.
   S new
+  nvcc -gencode arch=compute_90a,code=sm_90a -O2 -std=c++17 -I. -Iinclude -o ../tma_probe bench/probes/tma_swizzle.cu \
+    > "$R/tma-probe-build.log" 2>&1 && timeout 30 ../tma_probe 2>&1 | tee -a "$R/summary.txt"
   for op in "post_pre normal_fold,shifted_fold" "pre normal_fold" "head learned_fold" "pre_broadcast normal_fold" "mixes plain"; do
     set -- $op
     for v in cuda_n4_decode_chunk cuda_n4_decode_cluster; do

@@ -59,7 +59,8 @@ constexpr int kBoxBytes = kWgTile * kBoxCols * 2;        // 8 KB
 constexpr int kSmemAlign = 1024;                         // the 128-byte swizzle's period
 constexpr int kRingBytes = kGroups * kStagesWg * kStageBytesWg;
 constexpr int kSmemWg = kSmemAlign + kBBytes + kRingBytes + kGroups * kStagesWg * 8;
-static_assert(kStageBytesWg == 2 * kBoxBytes && kChunkCols == 2 * kBoxCols, "a step is two boxes");
+static_assert(kStageBytesWg == 2 * kBoxBytes && kChunkCols == 2 * kBoxCols && kBoxBytes == static_cast<int>(kABoxBytes),
+              "a step is two boxes (wgmma.cuh's A layout)");
 static_assert(kBBytes % kSmemAlign == 0 && kStageBytesWg % kSmemAlign == 0, "stages on the swizzle period");
 
 /// The kernel's parameters: the n4 params and the TMA map of p.residual (dims H, 4 streams, T).
@@ -74,32 +75,6 @@ static_assert(kSmemWg <= 227 * 1024, "gemm_wg_kernel shared memory");
 
 __device__ __forceinline__ void wg_barrier(int group) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(1 + group), "n"(kWgThreads) : "memory");
-}
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-// The barrier's current phase completes once `bytes` of TMA writes have landed (and this arrival).
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-// Returns once the barrier's phase of parity `parity` has completed.
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nwait_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait_%=;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-// One box of the map at (column, stream, token) into shared memory at dst, completing `bar`.
-__device__ __forceinline__ void tma_load_box(uint32_t dst, const CUtensorMap* map, int col, int stream, int token,
-                                             uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
-      "[%5];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(stream), "r"(token), "r"(bar)
-      : "memory");
 }
 
 // Step `s` of the warpgroup into its stage: stream j of the item's 64 tokens, the chunk's 128
@@ -118,11 +93,9 @@ __device__ __forceinline__ void issue_step(const GemmWgParams& w, const ChunkTil
 // (v % 8) ^ (m % 8) (the 128-byte swizzle); a quarter warp reads 8 rows' distinct slots.
 __device__ __forceinline__ void square_sums(const unsigned char* stage, int t, bool first, float (&sq)[8]) {
   const int m = (t >> 5) * 16 + (t & 15), par = (t >> 4) & 1;
-  const unsigned char* row = stage + m * 128;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    const int v = 2 * i + par;
-    const uint4 x = *reinterpret_cast<const uint4*>(row + (v >> 3) * kBoxBytes + (((v & 7) ^ (m & 7)) << 4));
+    const uint4 x = *reinterpret_cast<const uint4*>(stage + a_vector_offset_sw128(m, 2 * i + par));
     float f[8];
     unpack8(x, f);
     float s = first ? 0.0f : sq[i];

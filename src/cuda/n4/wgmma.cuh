@@ -89,6 +89,47 @@ __device__ __forceinline__ void fence_proxy_async() {
 #endif
 }
 
+// mbarriers and TMA loads (gemm_wg_kernel's stages; bench/probes/tma_swizzle.cu).
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#endif
+}
+// The barrier's current phase completes once `bytes` of TMA writes have landed (and this arrival).
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#endif
+}
+// Returns once the barrier's phase of parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred done;\nwait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#endif
+}
+// One box of a 3-D tensor map at (column, stream, token) into shared memory at dst, completing `bar`.
+// `map` is a __grid_constant__ kernel parameter (or in constant or global memory).
+__device__ __forceinline__ void tma_load_box(uint32_t dst, const void* map, int col, int stream, int token,
+                                             uint32_t bar) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(stream), "r"(token), "r"(bar)
+      : "memory");
+#endif
+}
+/// The byte offset, in a stage, of 16-byte vector v (columns 8 v .. 8 v + 7) of token row m: box
+/// v / 8, slot (v % 8) ^ (m % 8) of the row's 128 bytes (the 128-byte swizzle TMA writes).
+__device__ __forceinline__ int a_vector_offset_sw128(int m, int v) {
+  return (v >> 3) * static_cast<int>(kABoxBytes) + m * 128 + (((v & 7) ^ (m & 7)) << 4);
+}
+
 // The chunk's B: fn_frag's mma fragments [stream][ks][n-tile][lane] (uint2: k 2q, 2q+1 and 2q+8,
 // 2q+9 of column n = 8 nt + lane / 4) scattered into the K-major core-matrix layout, by the
 // block's last kThreads threads (all of them, or a kernel's MMA warpgroup), 12 loads in flight
