@@ -8,7 +8,8 @@
 # Steps: record (the benchmark of record), test (GPU subset), decode (decode rows by variant),
 # ncu (decode_chunk_kernel), probe (decode_chunk_kernel's parts), ncugemm, wg (wgmma rows),
 # sinkhorn (bench/probes/sinkhorn_forms.cu), step (V4-Flash decode step), prefill (rows given in MHC_S7_PREFILL),
-# new (session 10's cluster decode, TMA GEMM and post flat2 against what they would replace), warmup (mhc warmup's
+# new (session 10's cluster decode, TMA GEMM, post flat2 and pre_broadcast by fn_b against what they
+# would replace), warmup (mhc warmup's
 # create and first-call rows), san (the tools of MHC_S7_SAN_TOOLS over MHC_S7_SAN_FILTER).
 # Everything lands under $OUT/r; $OUT/summary.txt and $OUT/results.tgz come back.
 set -u
@@ -140,6 +141,10 @@ if [[ "$steps" == *" new "* ]]; then
   done
   for v in cuda_n4_flat cuda_n4_flat2; do
     timeout 40 $B bench --ops post --modes full --H 4096,7168 --T 4096,16384 --variant "post.$v" \
+      --budget-s ${MHC_S7_NEW_S:-8} --out "$R/new-prefill.jsonl" 2>&1 | rows | tee -a "$R/summary.txt"
+  done
+  for v in cuda_n4 cuda_n4b_staged; do
+    timeout 40 $B bench --ops pre_broadcast --modes normal_fold --H 4096,7168 --T 1024,4096,16384 --variant "pre_broadcast.$v" \
       --budget-s ${MHC_S7_NEW_S:-8} --out "$R/new-prefill.jsonl" 2>&1 | rows | tee -a "$R/summary.txt"
   done
   for op in "mixes plain" "pre normal_fold" "head learned_fold" "post_pre normal_fold"; do

@@ -70,6 +70,9 @@ struct PreparedWeights::Impl {
   // reproduces fp32 to ~2^-24), laid out in mma.m16n8k16 B-fragment order so each warp loads
   // its fragments with coalesced 8-byte reads. Null when the shape is outside that path.
   const uint32_t* d_fn_frag = nullptr;
+  // fn_b in that layout as a weight over 4 quarter-rows of H / 4 columns (pre_broadcast's
+  // cuda_n4b_staged plan; n4_broadcast_fragments). Null for a head or outside the n4 path.
+  const uint32_t* d_fn_b_frag = nullptr;
   std::shared_ptr<void> device_memory;  // null where the copies live in the caller's memory
   bool caller_memory = false;           // prepared into a destination / attached
 };

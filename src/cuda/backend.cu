@@ -61,10 +61,11 @@ int cuda_device_count() {
 namespace {
 
 // The CUDA layout of prepared weights, in floats (32-bit words) from the start of the block:
-// [fragments (n4 path only, padded to 4 words)][fn_t][fn_b_t][scale][base][16 words of slack].
+// [fragments (n4 path only)][fn_b fragments (n4, not a head)][fn_t][fn_b_t][scale][base][16 words
+// of slack], each piece starting on 16 bytes.
 struct CudaLayout {
-  size_t frag = 0, fn_t = 0, fn_b_t = 0, scale = 0, base = 0, total = 0;  // offsets; total: size
-  size_t frag_words = 0;  // the fragments' own size (unpadded)
+  size_t frag = 0, frag_b = 0, fn_t = 0, fn_b_t = 0, scale = 0, base = 0, total = 0;  // offsets; total: size
+  size_t frag_words = 0, frag_b_words = 0;  // the fragments' own sizes (unpadded)
 };
 
 CudaLayout cuda_layout(int32_t n, int64_t H, int32_t rows, bool head) {
@@ -72,10 +73,13 @@ CudaLayout cuda_layout(int32_t n, int64_t H, int32_t rows, bool head) {
   // n4_fragments' size (src/cuda/n4/fragments.cu; cuda_upload_weights checks that they agree).
   if (n == cuda::n4::kN && H % cuda::n4::kSliceK == 0 && H <= cuda::n4::kMaxH) {
     l.frag_words = static_cast<size_t>(H / cuda::n4::kChunkCols) * cuda::n4::kFragWords * 2;
+    // n4_broadcast_fragments: H / 4 columns a stream, so a quarter of the chunks.
+    if (!head) l.frag_b_words = static_cast<size_t>(H / cuda::n4::kSliceK) * cuda::n4::kFragWords * 2;
   }
   const size_t K = static_cast<size_t>(n) * static_cast<size_t>(H);
   l.frag = 0;
-  l.fn_t = (l.frag_words + 3) / 4 * 4;  // keep what follows 16-byte aligned
+  l.frag_b = (l.frag_words + 3) / 4 * 4;  // keep what follows 16-byte aligned
+  l.fn_t = l.frag_b + (l.frag_b_words + 3) / 4 * 4;
   l.fn_b_t = l.fn_t + K * static_cast<size_t>(rows);
   l.scale = l.fn_b_t + static_cast<size_t>(H) * static_cast<size_t>(rows);
   l.base = l.scale + (head ? 1 : 3);
@@ -86,6 +90,7 @@ CudaLayout cuda_layout(int32_t n, int64_t H, int32_t rows, bool head) {
 void point_into(PreparedWeights::Impl& w, const void* block, const CudaLayout& l) {
   const float* base_ptr = static_cast<const float*>(block);
   w.d_fn_frag = l.frag_words != 0 ? reinterpret_cast<const uint32_t*>(base_ptr + l.frag) : nullptr;
+  w.d_fn_b_frag = l.frag_b_words != 0 ? reinterpret_cast<const uint32_t*>(base_ptr + l.frag_b) : nullptr;
   w.d_fn_t = base_ptr + l.fn_t;
   w.d_fn_b_t = base_ptr + l.fn_b_t;
   w.d_scale = base_ptr + l.scale;
@@ -115,10 +120,11 @@ void cuda_upload_weights(PreparedWeights::Impl& w, void* destination) {
     for (int64_t k = 0; k < K; ++k) fn_t[k * rows + r] = w.fn[r * K + k];
     for (int64_t h = 0; h < H; ++h) fn_b_t[h * rows + r] = w.fn_b[r * H + h];
   }
-  const std::vector<uint32_t> frag = cuda::n4_fragments(w);
+  const std::vector<uint32_t> frag = cuda::n4_fragments(w), frag_b = cuda::n4_broadcast_fragments(w);
   const CudaLayout l = cuda_layout(w.n, w.H, w.rows, w.head);
-  MHC_CHECK(frag.size() == l.frag_words, "prepare: the n4 fragments hold ", frag.size(), " words, the layout expects ",
-            l.frag_words, " (src/cuda/backend.cu cuda_layout and src/cuda/n4/fragments.cu disagree)");
+  MHC_CHECK(frag.size() == l.frag_words && frag_b.size() == l.frag_b_words, "prepare: the n4 fragments hold ",
+            frag.size(), " and ", frag_b.size(), " words, the layout expects ", l.frag_words, " and ", l.frag_b_words,
+            " (src/cuda/backend.cu cuda_layout and src/cuda/n4/fragments.cu disagree)");
   void* block = destination;
   if (block == nullptr) {
     w.device_memory = device_alloc(w.device, l.total * sizeof(float));
@@ -130,6 +136,9 @@ void cuda_upload_weights(PreparedWeights::Impl& w, void* destination) {
   MHC_CUDA_CHECK(cudaMemcpy(base_ptr + l.fn_b_t, fn_b_t.data(), fn_b_t.size() * sizeof(float), cudaMemcpyHostToDevice));
   MHC_CUDA_CHECK(cudaMemcpy(base_ptr + l.scale, w.scale.data(), w.scale.size() * sizeof(float), cudaMemcpyHostToDevice));
   MHC_CUDA_CHECK(cudaMemcpy(base_ptr + l.base, w.base.data(), w.base.size() * sizeof(float), cudaMemcpyHostToDevice));
+  if (!frag_b.empty()) {
+    MHC_CUDA_CHECK(cudaMemcpy(base_ptr + l.frag_b, frag_b.data(), frag_b.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
+  }
   if (!frag.empty()) {
     MHC_CUDA_CHECK(cudaMemcpy(base_ptr + l.frag, frag.data(), frag.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
   }

@@ -37,7 +37,7 @@ std::vector<Variant> cuda_variants() {
       "its chunks, reduces them from the cluster's shared memory, collapses its columns; two blocks' warps run the "
       "epilogue)";
   auto decode_cluster = [&](const char* id, Op op) {
-    return Variant{id, op, DeviceType::kCUDA, kN4DecodeCluster, n4_decode_cluster_supports, n4_decode_cluster_run, kDecodeClusterPlan, "n4", n4_decode_cluster_prefer};
+    return Variant{id, op, DeviceType::kCUDA, kN4DecodeCluster, n4_decode_cluster_supports, n4_decode_cluster_run, kDecodeClusterPlan, "n4", n4_explicit_only};
   };
   auto decode = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4", n4_decode_prefer};
@@ -70,6 +70,9 @@ std::vector<Variant> cuda_variants() {
       decode_chunk("pre_broadcast.cuda_n4_decode_chunk", Op::kPreBroadcast),
       decode("pre_broadcast.cuda_n4_decode", Op::kPreBroadcast),
       decode_cluster("pre_broadcast.cuda_n4_decode_cluster", Op::kPreBroadcast),
+      {"pre_broadcast.cuda_n4b_staged", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_staged_b_supports, n4_staged_b_run,
+       "gemm_kernel (the embedding as 4 quarter-rows against fn_b) -> finalize_kernel -> collapse_stream_kernel", "n4b",
+       n4_explicit_only},
       {"pre_broadcast.cuda_n4", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
       generic("pre_broadcast.cuda_generic", Op::kPreBroadcast),
       // post

@@ -32,7 +32,8 @@ void n4_decode_chunk_run(const detail::Problem& p);
 // decode_cluster_kernel (H <= 2 x 128 x the device's cluster size, 4096 on an H200): a cluster of
 // blocks per 16 tokens, the same bits. Explicit only until measured (prefer: never).
 bool n4_decode_cluster_supports(const detail::Problem& p);
-bool n4_decode_cluster_prefer(const detail::Problem& p);
+/// Never: the rows of explicit-only variants (chosen by id until a measurement puts them in dispatch).
+bool n4_explicit_only(const detail::Problem& p);
 void n4_decode_cluster_run(const detail::Problem& p);
 // src/cuda/n4/staged.cu: the staged plan (post_kernel -> GEMM stage -> finalize_kernel ->
 // collapse_stream_kernel) for every op but post and pre_broadcast; the same bits as n4_run.
@@ -41,6 +42,10 @@ void n4_staged_run(const detail::Problem& p);
 // The same plan with gemm_wg_kernel as its GEMM stage (staged_wg): sm_90a, the same bits.
 bool n4_staged_wg_supports(const detail::Problem& p);
 void n4_staged_wg_run(const detail::Problem& p);
+// pre_broadcast by fn_b (staged.cu, family n4b: the mixes of the embedding against fn_b, not of 4
+// copies against fn): gemm_kernel over e as 4 quarter-rows -> finalize_kernel -> collapse_stream_kernel.
+bool n4_staged_b_supports(const detail::Problem& p);
+void n4_staged_b_run(const detail::Problem& p);
 /// Where the dispatcher prefers the staged plan (T >= kStagedPreferTokens).
 bool n4_staged_prefer(const detail::Problem& p);
 bool n4_staged_prefer_post_pre(const detail::Problem& p);
@@ -51,6 +56,9 @@ void n4_post_pipelined_run(const detail::Problem& p);
 void n4_post_flat2_run(const detail::Problem& p);
 /// fn split into bf16 hi/mid/lo parts in mma B-fragment order (empty outside the n4 envelope).
 std::vector<uint32_t> n4_fragments(const PreparedWeights::Impl& w);
+/// fn_b [rows][H] in the same layout as n = 4 weights over H / 4 columns a stream (the embedding
+/// as 4 quarter-rows: pre_broadcast's staged_b plan); empty outside the n4 envelope and for a head.
+std::vector<uint32_t> n4_broadcast_fragments(const PreparedWeights::Impl& w);
 /// Sets the kernels' attributes (dynamic shared memory) on the current device; called by
 /// Workspace::create, so that no call sets state lazily. Returns false where the device has too
 /// little shared memory per block for mix_kernel (225 KB): the n4 variant then declines the

@@ -140,7 +140,7 @@ bool n4_decode_cluster_supports(const detail::Problem& p) {
          decode_cluster_supports(decode_cluster_size(p.workspace->n4_decode_cluster, p.H), p.H);
 }
 
-bool n4_decode_cluster_prefer(const detail::Problem&) { return false; }
+bool n4_explicit_only(const detail::Problem&) { return false; }
 
 void n4_decode_cluster_run(const detail::Problem& p) {
   MHC_CHECK(n4_decode_cluster_supports(p), detail::op_name(p.op), ": cuda_n4_decode_cluster does not support this call");

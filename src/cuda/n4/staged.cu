@@ -134,6 +134,63 @@ void post_variant_run(const detail::Problem& p, int variant, const char* name) {
 
 }  // namespace
 
+bool n4_staged_b_supports(const detail::Problem& p) {
+  return p.op == detail::Op::kPreBroadcast && n4_supports(p) && p.weights != nullptr &&
+         p.weights->d_fn_b_frag != nullptr && p.workspace != nullptr && p.workspace->n4_gemm;
+}
+
+// pre_broadcast by fn_b (spec section 4.4: the embedding read once, never as n copies): the mixes
+// of e against fn_b are n = 4 mixes over H / 4 columns a stream, e viewed as 4 quarter-rows
+// (stream stride H / 4) against n4_broadcast_fragments, with the mean of e^2 over H; gemm_kernel
+// and finalize_kernel run them as they run any n = 4 mixes (they read only chunks and strides).
+// The collapse keeps the real H, the streams e at stride 0. The materialised residual_out, where
+// asked for, is 4 strided copies of e.
+void n4_staged_b_run(const detail::Problem& p) {
+  MHC_CHECK(n4_staged_b_supports(p), detail::op_name(p.op), ": cuda_n4b_staged does not support this call");
+  MHC_CHECK(p.workspace->scratch != nullptr, detail::op_name(p.op), ": cuda_n4b_staged needs a workspace");
+  if (p.T <= 0) return;
+  const N4Params k = n4_params(p);
+  const LaunchCtx ctx = launch_ctx(p);
+  N4Params m = k;  // the mixes' virtual problem
+  m.H = k.H / kN;
+  m.chunks = static_cast<int32_t>(k.H / kSliceK);
+  m.x = k.residual;
+  m.x_stride = k.residual_stride;
+  m.x_stream_stride = k.H / kN;
+  m.fn_frag = reinterpret_cast<const uint2*>(p.weights->d_fn_b_frag);
+  m.inv_k = 1.0f / static_cast<float>(k.H);
+  m.residual_out = nullptr;
+  const bool pre_buffer = k.has_collapse && k.pre_source == PreSource::kComputed;
+  const int64_t per_token = static_cast<int64_t>(m.chunks) * kPartial + (pre_buffer ? kN : 0);
+  int64_t slice_tokens = static_cast<int64_t>(p.workspace->scratch_bytes / sizeof(float)) / per_token;
+  if (slice_tokens >= kTile) slice_tokens -= slice_tokens % kTile;
+  MHC_CHECK(slice_tokens >= 1, detail::op_name(p.op), ": workspace too small for H = ", p.H);
+  const int64_t forced = p.workspace->n4_slice_tokens / kTile * kTile;
+  const int64_t wanted = forced > 0 ? forced : kStagedSliceTokens;
+  if (wanted < slice_tokens) slice_tokens = wanted;
+  float* pre = pre_buffer ? k.partials + slice_tokens * m.chunks * kPartial : nullptr;
+  for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
+    const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
+    const N4Params s = slice_params(m, t0, count);
+    launch_gemm_stage(s, ctx, Gemm::kMma);
+    launch_finalize_kernel(s, pre, ctx);
+    N4Params c = slice_params(k, t0, count);
+    if (pre_buffer) {
+      c.pre_source = PreSource::kCarried;
+      c.pre_mix_in = pre;
+      c.pre_mix_in_stride = kN;
+    }
+    launch_collapse_stream_kernel(c, ctx);
+  }
+  if (k.residual_out != nullptr) {
+    for (int j = 0; j < kN; ++j) {
+      MHC_CUDA_CHECK(cudaMemcpy2DAsync(k.residual_out + j * k.H, static_cast<size_t>(k.residual_out_stride) * 2, k.residual,
+                                       static_cast<size_t>(k.residual_stride) * 2, static_cast<size_t>(k.H) * 2,
+                                       static_cast<size_t>(p.T), cudaMemcpyDeviceToDevice, ctx.stream));
+    }
+  }
+}
+
 void n4_post_flat_run(const detail::Problem& p) { post_variant_run(p, kPostFlat, "cuda_n4_flat"); }
 void n4_post_rows_run(const detail::Problem& p) { post_variant_run(p, kPostRows, "cuda_n4_rows"); }
 void n4_post_pipelined_run(const detail::Problem& p) { post_variant_run(p, kPostPipelined, "cuda_n4_pipelined"); }
