@@ -15,6 +15,7 @@
 // sinkhorn_eps, sinkhorn_iters, post_scale, rmsnorm_eps): torch converts a Python scalar argument
 // in about 0.28 us and a list in about 0.7 us, so one list in place of eight scalars takes ~1.4 us
 // off every call.
+#include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
@@ -139,10 +140,15 @@ bool integer_in(double v, double lo, double hi) { return v >= lo && v <= hi && v
 
 constexpr size_t kConfigValues = 8;
 
-mhc::Config config_of(c10::ArrayRef<double> v, const char* op) {
-  MHC_TORCH_CHECK(v.size() == kConfigValues, op, ": config: expected ", kConfigValues,
+mhc::Config config_of(const c10::List<double>& list, const char* op) {
+  // Read in place: a list argument taken as ArrayRef<double> is copied into a std::vector (a
+  // heap allocation) by the boxed-to-unboxed wrapper on every call; a c10::List shares the list.
+  double v[kConfigValues] = {};
+  const size_t size = list.size();
+  for (size_t i = 0; i < size && i < kConfigValues; ++i) v[i] = list.get(i);
+  MHC_TORCH_CHECK(size == kConfigValues, op, ": config: expected ", kConfigValues,
                   " values (n, H, norm_eps, pre_eps, sinkhorn_eps, sinkhorn_iters, post_scale, rmsnorm_eps: "
-                  "mhc.torch.config_values), got ", v.size());
+                  "mhc.torch.config_values), got ", size);
   MHC_TORCH_CHECK(integer_in(v[0], 1, mhc::kMaxStreams), op, ": config: n must be an integer in 1..",
                   mhc::kMaxStreams, ", got ", v[0]);
   MHC_TORCH_CHECK(integer_in(v[1], 1, static_cast<double>(mhc::kMaxHidden)), op,
@@ -265,7 +271,7 @@ at::Tensor empty_like_dev(at::IntArrayRef shape, at::ScalarType dt, const Tensor
   return at::empty(shape, at::TensorOptions().dtype(dt).device(like.device()));
 }
 
-using ConfigValues = c10::ArrayRef<double>;
+using ConfigValues = const c10::List<double>&;
 
 // ---- destination-passing forms -----------------------------------------------------------------
 
@@ -479,6 +485,99 @@ Tensor head(const Tensor& residual, const OptTensor& weights, const OptTensor& p
   return out;
 }
 
+// ---- the boxed entry of the destination-passing forms -----------------------------------------
+//
+// A call from Python reaches the operator boxed: torch puts the arguments on a stack of IValues
+// and releases the GIL. Each tensor on the stack is a second reference to a tensor that Python
+// owns, and dropping it (2 -> 1) makes torch release that reference of the Python object, taking
+// the GIL for it: once per tensor argument, about 0.12 us each (post_pre has 9; session 10's
+// profile on the CPU: a quarter of the operator's time inside torch). Here the arguments are
+// read in place and dropped under one GIL hold instead. The GIL is taken only where torch would
+// take it anyway (a tensor whose Python object the drop would release), so a caller without
+// Python objects never waits for it.
+
+// Python's C API, resolved at load time from the interpreter that loaded this module; weak, so
+// a process without Python has none of them (null) and drops the arguments as torch does.
+extern "C" {
+__attribute__((weak)) int Py_IsInitialized(void);
+__attribute__((weak)) int PyGILState_Check(void);
+__attribute__((weak)) int PyGILState_Ensure(void);  // returns PyGILState_STATE, an enum
+__attribute__((weak)) void PyGILState_Release(int);
+}
+
+// True when dropping this reference releases the tensor's Python object (the scheme of torch
+// >= 2.10, c10::impl::PyObjectSlot::load_pyobj; false on a torch without it).
+template <typename Slot, typename = void>
+struct HasLoadPyobj : std::false_type {};
+template <typename Slot>
+struct HasLoadPyobj<Slot, std::void_t<decltype(std::declval<const Slot&>().load_pyobj())>> : std::true_type {};
+
+template <typename Slot = c10::impl::PyObjectSlot>
+bool releases_python_object(const c10::IValue& v) {
+  if constexpr (HasLoadPyobj<Slot>::value) {
+    if (!v.isTensor()) return false;
+    const Tensor& t = v.toTensor();
+    return t.defined() && t.use_count() == 2 && t.unsafeGetTensorImpl()->pyobj_slot()->load_pyobj() != nullptr;
+  } else {
+    return false;
+  }
+}
+
+void drop_arguments(torch::jit::Stack& stack, size_t count) {
+  bool take_gil = PyGILState_Ensure != nullptr && PyGILState_Release != nullptr && PyGILState_Check != nullptr &&
+                  Py_IsInitialized != nullptr && Py_IsInitialized() != 0 && PyGILState_Check() == 0;
+  if (take_gil) {
+    take_gil = false;
+    for (size_t i = stack.size() - count; i < stack.size() && !take_gil; ++i) take_gil = releases_python_object(stack[i]);
+  }
+  if (!take_gil) {
+    torch::jit::drop(stack, count);
+    return;
+  }
+  const int state = PyGILState_Ensure();
+  torch::jit::drop(stack, count);
+  PyGILState_Release(state);
+}
+
+// An argument of the stack as the operator function takes it (the tensors by reference, in place).
+template <typename T>
+struct StackArg;
+template <>
+struct StackArg<const Tensor&> {
+  static const Tensor& get(const c10::IValue& v) { return v.toTensor(); }
+};
+template <>
+struct StackArg<const OptTensor&> {
+  static OptTensor get(const c10::IValue& v) { return v.isNone() ? OptTensor() : OptTensor(v.toTensor()); }
+};
+template <>
+struct StackArg<Str> {
+  static Str get(const c10::IValue& v) { return v.toStringView(); }
+};
+template <>
+struct StackArg<ConfigValues> {
+  static c10::List<double> get(const c10::IValue& v) { return v.toDoubleList(); }
+};
+
+// The boxed kernel of a destination-passing operator function Fn (no returns). On an error the
+// arguments stay on the stack, as with torch's own boxed wrapper (the caller's stack owns them).
+template <auto Fn>
+struct Boxed;
+template <typename... A, void (*Fn)(A...)>
+struct Boxed<Fn> {
+  template <size_t... I>
+  static void invoke(const c10::IValue* args, std::index_sequence<I...>) {
+    Fn(StackArg<A>::get(args[I])...);
+  }
+  static void call(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+    constexpr size_t kArgs = sizeof...(A);
+    TORCH_CHECK(stack->size() >= kArgs, "mhc operators: ", kArgs, " arguments expected on the stack");
+    invoke(stack->data() + (stack->size() - kArgs), std::index_sequence_for<A...>{});
+    drop_arguments(*stack, kArgs);
+  }
+  static torch::CppFunction function() { return torch::CppFunction::makeFromBoxedFunction<&call>(); }
+};
+
 }  // namespace
 
 /// Hands the nanobind extension's function table to this library (mhc.torch calls it once, right
@@ -527,21 +626,33 @@ TORCH_LIBRARY(mhc, m) {
         "Tensor(a!) output, " MHC_S ") -> ()");
 }
 
-#define MHC_IMPLS(m)                                    \
-  m.impl("mixes", &mixes);                              \
-  m.impl("mixes_out", &mixes_out);                      \
-  m.impl("collapse", &collapse);                        \
-  m.impl("collapse_out", &collapse_out);                \
-  m.impl("pre", &pre);                                  \
-  m.impl("pre_out", &pre_out);                          \
-  m.impl("pre_broadcast", &pre_broadcast);              \
-  m.impl("pre_broadcast_out", &pre_broadcast_out);      \
-  m.impl("post", &post);                                \
-  m.impl("post_out", &post_out);                        \
-  m.impl("post_pre", &post_pre);                        \
-  m.impl("post_pre_out", &post_pre_out);                \
-  m.impl("head", &head);                                \
-  m.impl("head_out", &head_out)
+// The functional forms: unboxed kernels (they allocate, then call the destination-passing form).
+#define MHC_IMPLS(m)                                                 \
+  m.impl("mixes", &mixes);                                           \
+  m.impl("collapse", &collapse);                                     \
+  m.impl("pre", &pre);                                               \
+  m.impl("pre_broadcast", &pre_broadcast);                           \
+  m.impl("post", &post);                                             \
+  m.impl("post_pre", &post_pre);                                     \
+  m.impl("head", &head)
 
-TORCH_LIBRARY_IMPL(mhc, CPU, m) { MHC_IMPLS(m); }
-TORCH_LIBRARY_IMPL(mhc, CUDA, m) { MHC_IMPLS(m); }
+// The destination-passing forms: boxed kernels (Boxed above). (Kernels at the autograd keys, to
+// skip torch's autograd fallback, about 0.1 us per call, would run before the Python key and so
+// take the tensor subclasses of torch.compile's tracing: opcheck's test_aot_dispatch_dynamic.)
+#define MHC_OUT_IMPLS(m)                                             \
+  m.impl("mixes_out", Boxed<&mixes_out>::function());                \
+  m.impl("collapse_out", Boxed<&collapse_out>::function());          \
+  m.impl("pre_out", Boxed<&pre_out>::function());                    \
+  m.impl("pre_broadcast_out", Boxed<&pre_broadcast_out>::function()); \
+  m.impl("post_out", Boxed<&post_out>::function());                  \
+  m.impl("post_pre_out", Boxed<&post_pre_out>::function());          \
+  m.impl("head_out", Boxed<&head_out>::function())
+
+TORCH_LIBRARY_IMPL(mhc, CPU, m) {
+  MHC_IMPLS(m);
+  MHC_OUT_IMPLS(m);
+}
+TORCH_LIBRARY_IMPL(mhc, CUDA, m) {
+  MHC_IMPLS(m);
+  MHC_OUT_IMPLS(m);
+}
