@@ -517,7 +517,9 @@ bool releases_python_object(const c10::IValue& v) {
   if constexpr (HasLoadPyobj<Slot>::value) {
     if (!v.isTensor()) return false;
     const Tensor& t = v.toTensor();
-    return t.defined() && t.use_count() == 2 && t.unsafeGetTensorImpl()->pyobj_slot()->load_pyobj() != nullptr;
+    // Through Slot, so the call is compiled only where the branch is (a torch with load_pyobj).
+    const Slot* slot = t.unsafeGetTensorImpl()->pyobj_slot();
+    return t.defined() && t.use_count() == 2 && slot->load_pyobj() != nullptr;
   } else {
     return false;
   }

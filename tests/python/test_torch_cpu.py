@@ -294,3 +294,41 @@ def test_docs_decoder_example_runs():
     scope = {"__name__": "docs_example"}
     exec(compile(code, "docs/integration.md", "exec"), scope)
     assert scope["out"].shape == (scope["T"], scope["cfg"].H)
+
+
+def test_out_forms_drop_their_arguments(rng):
+    """The destination-passing forms are boxed kernels that drop their arguments themselves, under
+    one GIL hold (python/src/mhc_torch.cpp, Boxed): after calls in and outside inference mode, from
+    a second thread, and after a rejected call, every tensor holds the references it held before,
+    and the outputs hold what the functional form returns."""
+    import sys
+    import threading
+
+    config = mhc.Config(n=4, H=64)
+    y, _ = tbf16(rng, (3, 64))
+    res, _ = tbf16(rng, (3, 4, 64))
+    pm = torch.rand(3, 4, generator=torch.Generator().manual_seed(1))
+    cm = torch.rand(3, 4, 4, generator=torch.Generator().manual_seed(2))
+    out = torch.empty(3, 4, 64, dtype=torch.bfloat16)
+    bad = torch.full((3, 4, 64), 7.0)
+    sc = mt._scalars(config)
+    op = torch.ops.mhc.post_out.default
+    tensors = (y, res, pm, cm, out, bad)
+    before = [sys.getrefcount(t) for t in tensors]
+
+    def calls(k):
+        for _ in range(k):
+            op(y, res, pm, cm, out, *sc)
+
+    calls(50)
+    with torch.inference_mode():
+        calls(50)
+    worker = threading.Thread(target=calls, args=(50,))
+    worker.start()
+    worker.join()
+    bad_before = bad.clone()
+    with pytest.raises(RuntimeError, match="residual_out"):
+        op(y, res, pm, cm, bad, *sc)
+    assert torch.equal(bad, bad_before)  # nothing written
+    assert [sys.getrefcount(t) for t in tensors] == before
+    same_bits(out, torch.ops.mhc.post.default(y, res, pm, cm, *sc))
