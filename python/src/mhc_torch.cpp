@@ -490,7 +490,7 @@ Tensor head(const Tensor& residual, const OptTensor& weights, const OptTensor& p
 // A call from Python reaches the operator boxed: torch puts the arguments on a stack of IValues
 // and releases the GIL. Each tensor on the stack is a second reference to a tensor that Python
 // owns, and dropping it (2 -> 1) makes torch release that reference of the Python object, taking
-// the GIL for it: once per tensor argument, about 0.12 us each (post_pre has 9; session 10's
+// the GIL for it: once per tensor argument, about 0.12 us each (post_pre has up to 10; session 10's
 // profile on the CPU: a quarter of the operator's time inside torch). Here the arguments are
 // read in place and dropped under one GIL hold instead. The GIL is taken only where torch would
 // take it anyway (a tensor whose Python object the drop would release), so a caller without
