@@ -1003,37 +1003,37 @@ TEST_P(GpuDecode, ThousandReplaysBitEqualToEager) {
   const int mi = GetParam();
   const Mode& m = modes()[static_cast<size_t>(mi)];
   for (const DecodeVariant& dv : decode_variants()) {
-  if (device_cc_major() < dv.min_cc_major) continue;
-  const std::string id = std::string(op_id(m.op)) + "." + dv.suffix;
-  for (const Shape& s : dv.replay_shapes) {
-    SCOPED_TRACE(id + " " + m.name + " " + shape_label(s.n, s.H, s.T));
-    const uint64_t seed = case_seed("decode-replay", mi, s.n, s.H, s.T);
-    Case c = make_case(m, s.n, s.H, s.T, seed);
-    const Weights w = make_weights(m, s.n, s.H, seed, false);
-    mhc::Workspace ws = mhc::Workspace::create(gpu(), s.T);
-    c.poison_outputs();
-    ASSERT_TRUE(run_gpu(m, c.cfg, w, whole(c, true), ws, id)) << id << " declined " << shape_label(s.n, s.H, s.T);
-    c.download_outputs();
-    const Snapshot eager = snapshot(c);
-    Stream stream;
-    mhc::Exec ex;
-    ex.stream = stream.get();
-    ex.workspace = &ws;
-    ex.variant = id.c_str();
-    const Graph graph = Graph::capture(stream, CaptureMode::kThreadLocal,
-                                       [&] { call_op(m, c.cfg, w.on(true), whole(c, true), ex); });
-    c.poison_outputs();
-    for (int replay = 1; replay <= 1000; ++replay) {
-      graph.replay(stream);
-      if (replay % 250 != 0) continue;
-      c.download_outputs();
-      for (const std::string& o : c.outputs()) {
-        const Tally t = compare_to_snapshot(c, eager, o, "replay " + std::to_string(replay));
-        expect_tally(t, Check::kExact, id + " replay " + std::to_string(replay) + " " + o + " vs eager");
-      }
+    if (device_cc_major() < dv.min_cc_major) continue;
+    const std::string id = std::string(op_id(m.op)) + "." + dv.suffix;
+    for (const Shape& s : dv.replay_shapes) {
+      SCOPED_TRACE(id + " " + m.name + " " + shape_label(s.n, s.H, s.T));
+      const uint64_t seed = case_seed("decode-replay", mi, s.n, s.H, s.T);
+      Case c = make_case(m, s.n, s.H, s.T, seed);
+      const Weights w = make_weights(m, s.n, s.H, seed, false);
+      mhc::Workspace ws = mhc::Workspace::create(gpu(), s.T);
       c.poison_outputs();
+      ASSERT_TRUE(run_gpu(m, c.cfg, w, whole(c, true), ws, id)) << id << " declined " << shape_label(s.n, s.H, s.T);
+      c.download_outputs();
+      const Snapshot eager = snapshot(c);
+      Stream stream;
+      mhc::Exec ex;
+      ex.stream = stream.get();
+      ex.workspace = &ws;
+      ex.variant = id.c_str();
+      const Graph graph = Graph::capture(stream, CaptureMode::kThreadLocal,
+                                         [&] { call_op(m, c.cfg, w.on(true), whole(c, true), ex); });
+      c.poison_outputs();
+      for (int replay = 1; replay <= 1000; ++replay) {
+        graph.replay(stream);
+        if (replay % 250 != 0) continue;
+        c.download_outputs();
+        for (const std::string& o : c.outputs()) {
+          const Tally t = compare_to_snapshot(c, eager, o, "replay " + std::to_string(replay));
+          expect_tally(t, Check::kExact, id + " replay " + std::to_string(replay) + " " + o + " vs eager");
+        }
+        c.poison_outputs();
+      }
     }
-  }
   }
 }
 
@@ -1044,45 +1044,45 @@ TEST_P(GpuDecode, TwoStreamsTwoWorkspacesAtOnce) {
   const int mi = GetParam();
   const Mode& m = modes()[static_cast<size_t>(mi)];
   for (const DecodeVariant& dv : decode_variants()) {
-  if (device_cc_major() < dv.min_cc_major) continue;
-  const std::string id = std::string(op_id(m.op)) + "." + dv.suffix;
-  SCOPED_TRACE(id);
-  const Shape s = dv.streams_shape;
-  Case a = make_case(m, s.n, s.H, s.T, case_seed("decode-streams-a", mi, s.n, s.H, s.T));
-  Case b = make_case(m, s.n, s.H, s.T, case_seed("decode-streams-b", mi, s.n, s.H, s.T));
-  const Weights wa = make_weights(m, s.n, s.H, case_seed("decode-streams-a", mi, s.n, s.H, s.T), false);
-  const Weights wb = make_weights(m, s.n, s.H, case_seed("decode-streams-b", mi, s.n, s.H, s.T), false);
-  mhc::Workspace wsa = mhc::Workspace::create(gpu(), s.T), wsb = mhc::Workspace::create(gpu(), s.T);
-  a.poison_outputs();  // the snapshots hold the poisoned padding the concurrent runs must keep
-  b.poison_outputs();
-  ASSERT_TRUE(run_gpu(m, a.cfg, wa, whole(a, true), wsa, id));
-  a.download_outputs();
-  const Snapshot alone_a = snapshot(a);
-  ASSERT_TRUE(run_gpu(m, b.cfg, wb, whole(b, true), wsb, id));
-  b.download_outputs();
-  const Snapshot alone_b = snapshot(b);
-  a.poison_outputs();
-  b.poison_outputs();
-  Stream sa, sb;
-  mhc::Exec ea, eb;
-  ea.stream = sa.get();
-  ea.workspace = &wsa;
-  ea.variant = id.c_str();
-  eb.stream = sb.get();
-  eb.workspace = &wsb;
-  eb.variant = id.c_str();
-  for (int i = 0; i < 200; ++i) {
-    call_op(m, a.cfg, wa.on(true), whole(a, true), ea);
-    call_op(m, b.cfg, wb.on(true), whole(b, true), eb);
-  }
-  sa.sync(id + " stream a");
-  sb.sync(id + " stream b");
-  a.download_outputs();
-  b.download_outputs();
-  for (const std::string& o : a.outputs()) {
-    expect_tally(compare_to_snapshot(a, alone_a, o, "stream a"), Check::kExact, id + " stream a " + o);
-    expect_tally(compare_to_snapshot(b, alone_b, o, "stream b"), Check::kExact, id + " stream b " + o);
-  }
+    if (device_cc_major() < dv.min_cc_major) continue;
+    const std::string id = std::string(op_id(m.op)) + "." + dv.suffix;
+    SCOPED_TRACE(id);
+    const Shape s = dv.streams_shape;
+    Case a = make_case(m, s.n, s.H, s.T, case_seed("decode-streams-a", mi, s.n, s.H, s.T));
+    Case b = make_case(m, s.n, s.H, s.T, case_seed("decode-streams-b", mi, s.n, s.H, s.T));
+    const Weights wa = make_weights(m, s.n, s.H, case_seed("decode-streams-a", mi, s.n, s.H, s.T), false);
+    const Weights wb = make_weights(m, s.n, s.H, case_seed("decode-streams-b", mi, s.n, s.H, s.T), false);
+    mhc::Workspace wsa = mhc::Workspace::create(gpu(), s.T), wsb = mhc::Workspace::create(gpu(), s.T);
+    a.poison_outputs();  // the snapshots hold the poisoned padding the concurrent runs must keep
+    b.poison_outputs();
+    ASSERT_TRUE(run_gpu(m, a.cfg, wa, whole(a, true), wsa, id));
+    a.download_outputs();
+    const Snapshot alone_a = snapshot(a);
+    ASSERT_TRUE(run_gpu(m, b.cfg, wb, whole(b, true), wsb, id));
+    b.download_outputs();
+    const Snapshot alone_b = snapshot(b);
+    a.poison_outputs();
+    b.poison_outputs();
+    Stream sa, sb;
+    mhc::Exec ea, eb;
+    ea.stream = sa.get();
+    ea.workspace = &wsa;
+    ea.variant = id.c_str();
+    eb.stream = sb.get();
+    eb.workspace = &wsb;
+    eb.variant = id.c_str();
+    for (int i = 0; i < 200; ++i) {
+      call_op(m, a.cfg, wa.on(true), whole(a, true), ea);
+      call_op(m, b.cfg, wb.on(true), whole(b, true), eb);
+    }
+    sa.sync(id + " stream a");
+    sb.sync(id + " stream b");
+    a.download_outputs();
+    b.download_outputs();
+    for (const std::string& o : a.outputs()) {
+      expect_tally(compare_to_snapshot(a, alone_a, o, "stream a"), Check::kExact, id + " stream a " + o);
+      expect_tally(compare_to_snapshot(b, alone_b, o, "stream b"), Check::kExact, id + " stream b " + o);
+    }
   }
 }
 

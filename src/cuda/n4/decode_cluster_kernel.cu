@@ -257,11 +257,18 @@ __global__ void __launch_bounds__(kThreads, 1) decode_cluster_kernel(const Clust
     if (fold) cluster_wait();
   } else if (w < kCollapseWarps && p.has_collapse) {
     // The collapse of the owned columns of every token, in place of stream 0 of the A tiles.
+    // Item it = (owned chunk q, token tl, vector cv); vec(q, tl, cv) is its place in the A tiles
+    // and out(q, tl, cv) in layer_input.
     bf16_t* s_in = reinterpret_cast<bf16_t*>(s.run);
-    for (int it = tid; it < owned * ntok * (kChunkCols / 8); it += kThreadsB) {
-      const int q = it / (ntok * (kChunkCols / 8)), rest = it % (ntok * (kChunkCols / 8));
-      const int tl = rest / (kChunkCols / 8), cv = rest % (kChunkCols / 8);
-      bf16_t* row = s_in + (q * kGroup + tl) * kAStride + cv * 8;
+    constexpr int kVecs = kChunkCols / 8;
+    const int items = owned * ntok * kVecs;
+    auto vec = [&](int q, int tl, int cv) { return s_in + (q * kGroup + tl) * kAStride + cv * 8; };
+    auto out = [&](int q, int tl, int cv) {
+      return p.layer_input + (first + tl) * p.layer_input_stride + static_cast<int64_t>(rank + cs * q) * kChunkCols + cv * 8;
+    };
+    for (int it = tid; it < items; it += kThreadsB) {
+      const int q = it / (ntok * kVecs), tl = it % (ntok * kVecs) / kVecs, cv = it % kVecs;
+      bf16_t* row = vec(q, tl, cv);
       uint4 r[kN];
 #pragma unroll
       for (int j = 0; j < kN; ++j) r[j] = *reinterpret_cast<const uint4*>(row + j * kChunkCols);
@@ -271,7 +278,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_cluster_kernel(const Clust
       if (fold) {
         *reinterpret_cast<uint4*>(row) = u;
       } else {
-        st16(p.layer_input + (first + tl) * p.layer_input_stride + static_cast<int64_t>(rank + cs * q) * kChunkCols + cv * 8, u);
+        st16(out(q, tl, cv), u);
       }
     }
     if (fold) {
@@ -285,12 +292,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_cluster_kernel(const Clust
         float sq = 0.0f;
         for (int i = 0; vt + kThreadsB * i < vecs; ++i) {
           const int q = (vt / kGroup + kGroup * i) / cs;
-          add_squares(*reinterpret_cast<const uint4*>(s_in + (q * kGroup + tl) * kAStride + (vt % kGroup) * 8), sq);
+          add_squares(*reinterpret_cast<const uint4*>(vec(q, tl, vt % kGroup)), sq);
         }
         s.chain[tl * chains + c] = sq;
       }
-    }
-    if (fold) {
       cluster_arrive();  // this block's chains are written
       cluster_wait();
       // block_sum of each token over the 256 chains: virtual warp vw's lane l is chain vt = 32 vw
@@ -311,13 +316,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_cluster_kernel(const Clust
         s.inv[tid] = 1.0f / sqrtf(sum / static_cast<float>(p.H) + p.rmsnorm_eps);
       }
       named_sync(1, kThreadsB);
-      for (int it = tid; it < owned * ntok * (kChunkCols / 8); it += kThreadsB) {
-        const int q = it / (ntok * (kChunkCols / 8)), rest = it % (ntok * (kChunkCols / 8));
-        const int tl = rest / (kChunkCols / 8), cv = rest % (kChunkCols / 8);
-        const uint4 u = *reinterpret_cast<const uint4*>(s_in + (q * kGroup + tl) * kAStride + cv * 8);
+      for (int it = tid; it < items; it += kThreadsB) {
+        const int q = it / (ntok * kVecs), tl = it % (ntok * kVecs) / kVecs, cv = it % kVecs;
+        const uint4 u = *reinterpret_cast<const uint4*>(vec(q, tl, cv));
         const uint4 wv = *reinterpret_cast<const uint4*>(s.norm_w + q * kChunkCols + cv * 8);
-        st16(p.layer_input + (first + tl) * p.layer_input_stride + static_cast<int64_t>(rank + cs * q) * kChunkCols + cv * 8,
-             fold_vec(u, wv, s.inv[tl]));
+        st16(out(q, tl, cv), fold_vec(u, wv, s.inv[tl]));
       }
     }
   } else if (fold) {
@@ -358,11 +361,7 @@ int configure_decode_cluster_kernel(int device) {
       cfg.gridDim = dim3(static_cast<unsigned>(cs));
       cfg.blockDim = dim3(kThreads);
       cfg.dynamicSmemBytes = kClusterSmem;
-      cudaLaunchAttribute attr{};
-      attr.id = cudaLaunchAttributeClusterDimension;
-      attr.val.clusterDim.x = static_cast<unsigned>(cs);
-      attr.val.clusterDim.y = 1;
-      attr.val.clusterDim.z = 1;
+      cudaLaunchAttribute attr = cluster_attribute(static_cast<unsigned>(cs));
       cfg.attrs = &attr;
       cfg.numAttrs = 1;
       int clusters = 0;
@@ -398,29 +397,8 @@ void launch_decode_cluster_kernel(const N4Params& p, int cluster_size, const Lau
   const int64_t clusters = (p.T + kGroup - 1) / kGroup;
   // Staged loads where a group has more than half its tokens (one memory latency for all).
   const bool staged = p.T > kGroup / 2;
-  cudaLaunchAttribute attrs[2]{};
-  unsigned count = 0;
-  attrs[count].id = cudaLaunchAttributeClusterDimension;
-  attrs[count].val.clusterDim.x = static_cast<unsigned>(cs);
-  attrs[count].val.clusterDim.y = 1;
-  attrs[count].val.clusterDim.z = 1;
-  ++count;
-  if (ctx.pdl) {
-    attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[count].val.programmaticStreamSerializationAllowed = 1;
-    ++count;
-  }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(clusters * cs));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = kClusterSmem;
-  cfg.stream = ctx.stream;
-  cfg.attrs = attrs;
-  cfg.numAttrs = count;
-  const ClusterKernel kernel = cluster_kernel(p.has_post, staged);
-  const detail::LaunchRecorderSlot& rec = detail::g_launch_recorder;
-  if (rec.recorder != nullptr) rec.recorder(reinterpret_cast<const void*>(kernel), rec.user);
-  MHC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, d));
+  launch_kernel(cluster_kernel(p.has_post, staged), dim3(static_cast<unsigned>(clusters * cs)), kThreads, kClusterSmem,
+                ctx, d, false, static_cast<unsigned>(cs));
 }
 
 }  // namespace mhc::cuda::n4

@@ -56,6 +56,9 @@ void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, Gemm gemm) {
   }
 }
 
+/// The staged plan over token slices: post (k.has_post), the GEMM stage and finalize_kernel on the
+/// mixes' params m (k itself, or pre_broadcast's virtual problem over fn_b), the collapse on k.
+void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& m, Gemm gemm);
 void staged_run(const detail::Problem& p, Gemm gemm);
 
 }  // namespace
@@ -89,18 +92,22 @@ void staged_run(const detail::Problem& p, Gemm gemm) {
             ": cuda_n4_staged needs a workspace (mhc::Workspace::create)");
   if (p.T <= 0) return;
   const N4Params k = n4_params(p);
-  const LaunchCtx ctx = launch_ctx(p);
   if (!k.has_mixes) {
     // collapse (carried, identity), head (carried, mean): the collapse alone.
-    launch_collapse_stream_kernel(k, ctx);
+    launch_collapse_stream_kernel(k, launch_ctx(p));
     return;
   }
+  staged_slices(p, k, k, gemm);
+}
+
+void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& m, Gemm gemm) {
+  const LaunchCtx ctx = launch_ctx(p);
   // The workspace scratch holds one slice's partials [slice][chunks][25] and, where the collapse
   // uses the fresh pre, its pre [slice][4] after them (16-byte aligned: chunks % 4 == 0). Slices
   // are multiples of the 32-token tile where the scratch holds one (the smallest workspace holds
   // 31 tokens and their pre at H = 16384).
   const bool pre_buffer = k.has_collapse && k.pre_source == PreSource::kComputed && !k.head_mean;
-  const int64_t per_token = static_cast<int64_t>(k.chunks) * kPartial + (pre_buffer ? kN : 0);
+  const int64_t per_token = static_cast<int64_t>(m.chunks) * kPartial + (pre_buffer ? kN : 0);
   const int64_t capacity = static_cast<int64_t>(p.workspace->scratch_bytes / sizeof(float));
   int64_t slice_tokens = capacity / per_token;
   if (slice_tokens >= kTile) slice_tokens -= slice_tokens % kTile;
@@ -108,13 +115,13 @@ void staged_run(const detail::Problem& p, Gemm gemm) {
   const int64_t forced = p.workspace->n4_slice_tokens / kTile * kTile;
   const int64_t wanted = forced > 0 ? forced : k.has_collapse ? kStagedSliceTokens : 0;
   if (wanted > 0 && wanted < slice_tokens) slice_tokens = wanted;
-  float* pre = pre_buffer ? k.partials + slice_tokens * k.chunks * kPartial : nullptr;
+  float* pre = pre_buffer ? k.partials + slice_tokens * m.chunks * kPartial : nullptr;
   for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
-    const N4Params s = slice_params(k, t0, count);
+    const N4Params s = slice_params(k, t0, count), sm = slice_params(m, t0, count);
     if (s.has_post) launch_post_kernel(s, ctx);
-    launch_gemm_stage(s, ctx, gemm);
-    launch_finalize_kernel(s, pre, ctx);
+    launch_gemm_stage(sm, ctx, gemm);
+    launch_finalize_kernel(sm, pre, ctx);
     if (!s.has_collapse) continue;
     N4Params c = s;
     if (pre_buffer) {
@@ -150,7 +157,6 @@ void n4_staged_b_run(const detail::Problem& p) {
   MHC_CHECK(p.workspace->scratch != nullptr, detail::op_name(p.op), ": cuda_n4b_staged needs a workspace");
   if (p.T <= 0) return;
   const N4Params k = n4_params(p);
-  const LaunchCtx ctx = launch_ctx(p);
   N4Params m = k;  // the mixes' virtual problem
   m.H = k.H / kN;
   m.chunks = static_cast<int32_t>(k.H / kSliceK);
@@ -159,34 +165,12 @@ void n4_staged_b_run(const detail::Problem& p) {
   m.x_stream_stride = k.H / kN;
   m.fn_frag = reinterpret_cast<const uint2*>(p.weights->d_fn_b_frag);
   m.inv_k = 1.0f / static_cast<float>(k.H);
-  m.residual_out = nullptr;
-  const bool pre_buffer = k.has_collapse && k.pre_source == PreSource::kComputed;
-  const int64_t per_token = static_cast<int64_t>(m.chunks) * kPartial + (pre_buffer ? kN : 0);
-  int64_t slice_tokens = static_cast<int64_t>(p.workspace->scratch_bytes / sizeof(float)) / per_token;
-  if (slice_tokens >= kTile) slice_tokens -= slice_tokens % kTile;
-  MHC_CHECK(slice_tokens >= 1, detail::op_name(p.op), ": workspace too small for H = ", p.H);
-  const int64_t forced = p.workspace->n4_slice_tokens / kTile * kTile;
-  const int64_t wanted = forced > 0 ? forced : kStagedSliceTokens;
-  if (wanted < slice_tokens) slice_tokens = wanted;
-  float* pre = pre_buffer ? k.partials + slice_tokens * m.chunks * kPartial : nullptr;
-  for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
-    const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
-    const N4Params s = slice_params(m, t0, count);
-    launch_gemm_stage(s, ctx, Gemm::kMma);
-    launch_finalize_kernel(s, pre, ctx);
-    N4Params c = slice_params(k, t0, count);
-    if (pre_buffer) {
-      c.pre_source = PreSource::kCarried;
-      c.pre_mix_in = pre;
-      c.pre_mix_in_stride = kN;
-    }
-    launch_collapse_stream_kernel(c, ctx);
-  }
+  staged_slices(p, k, m, Gemm::kMma);
   if (k.residual_out != nullptr) {
     for (int j = 0; j < kN; ++j) {
       MHC_CUDA_CHECK(cudaMemcpy2DAsync(k.residual_out + j * k.H, static_cast<size_t>(k.residual_out_stride) * 2, k.residual,
                                        static_cast<size_t>(k.residual_stride) * 2, static_cast<size_t>(k.H) * 2,
-                                       static_cast<size_t>(p.T), cudaMemcpyDeviceToDevice, ctx.stream));
+                                       static_cast<size_t>(p.T), cudaMemcpyDeviceToDevice, launch_ctx(p).stream));
     }
   }
 }
