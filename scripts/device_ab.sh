@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Two trees side by side on the device: .snap (A, the change) and .snap2 (B, before it), each a
 # `git archive` of a commit (see device_session.sh). Builds both, then runs the V4-Flash decode
-# step and the rows of MHC_AB_ROWS ("op modes H T" items separated by ';') alternately, twice, so
+# step and the rows of MHC_AB_ROWS ("op modes H T [bench arguments]" items separated by ';', e.g.
+# "mixes plain 4096 16384 --variant mixes.cuda_n4_staged_wg"; MHC_AB_S seconds a row) alternately, twice, so
 # that both trees meet the same machine state. Results: $OUT/ab.txt (and $OUT/ab-*.jsonl).
 #   device: bash .snap/scripts/device_ab.sh         (from the repository root)
 set -u
@@ -24,7 +25,7 @@ for round in 1 2; do
     echo "$t round $round: $(timeout 40 $B run --graph-step 1,16 2>&1 | grep -v '^{' | tr '\n' ' ')" >> "$OUT/ab.txt"
     for r in "${rows[@]}"; do
       set -- $r
-      timeout 40 $B bench --ops "$1" --modes "$2" --H "$3" --T "$4" --budget-s 12 --out "$OUT/ab-$t.jsonl" 2>&1 |
+      timeout 40 $B bench --ops "$1" --modes "$2" --H "$3" --T "$4" "${@:5}" --budget-s "${MHC_AB_S:-12}" --out "$OUT/ab-$t.jsonl" 2>&1 |
         grep "^\[" | sed "s/^/$t round $round: /; s/(p10[^)]*)//; s/, chain.*//" >> "$OUT/ab.txt"
     done
   done
