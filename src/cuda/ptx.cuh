@@ -95,18 +95,6 @@ __device__ __forceinline__ void cp_async16_keep(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem) : "memory");
 }
 
-// Ask L2 for `bytes` (a multiple of 16, 16-byte aligned, <= 256 here) of global memory ahead of
-// their use, holding no register or shared memory while DRAM serves them: one bulk prefetch on
-// sm_90+, the 128-byte lines on older devices.
-__device__ __forceinline__ void prefetch_l2(const void* p, int bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes));
-#else
-  const char* c = static_cast<const char*>(p);
-  for (int off = 0; off < bytes; off += 128) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(c + off));
-#endif
-}
-
 /// Acquire load / release store / atomic adds at GPU scope (decode_kernel's counters).
 __device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* p) {
   uint32_t v;

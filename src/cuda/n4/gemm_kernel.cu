@@ -44,7 +44,6 @@ namespace {
 constexpr int kGemmWarps = 8;
 constexpr int kGemmThreads = kGemmWarps * 32;
 constexpr int kGemmSlots = 2;                          // ring slots per warp (steps in flight)
-constexpr int kPrefetchSteps = 2;                      // steps past the ring whose rows L2 prefetches
 constexpr int kSlotRowBytes = kChunkCols * 2;          // one token's 128 columns of a stream
 constexpr int kSlotVecs = kSlotRowBytes / 16;          // 16-byte vectors per slot row
 constexpr int kSlotBytes = kTile * kSlotRowBytes;      // 8 KB
@@ -98,18 +97,6 @@ __device__ __forceinline__ void issue_step(const N4Params& p, const ChunkTileIte
     const bool valid = 2 * rr < rows;
     copy16_or_zero(dst + rr * 2 * kSlotRowBytes + (((vec ^ h) ^ (2 * rr & 6)) << 4), valid ? src : p.residual, valid);
     src += step;
-  }
-}
-
-// The rows of a later step into L2 (lane r: row r, the step's 256 bytes of it), so that DRAM has
-// ~kPrefetchSteps x 8 KB more per warp in flight than the ring's shared memory holds
-// (bench/probes/access_pattern.cu: this order streams at copy speed with 128 KB in flight a
-// multiprocessor, at 87% with the ring's 64 KB).
-__device__ __forceinline__ void prefetch_step(const N4Params& p, const ChunkTileItems& items, int local, int j, int lane) {
-  const int64_t t = items.tile(local) * kTile + lane;
-  if (t < p.T) {
-    prefetch_l2(p.residual + t * p.residual_stride + j * p.res_stream_stride +
-                    static_cast<int64_t>(items.chunk(local)) * kChunkCols, kSlotRowBytes);
   }
 }
 
@@ -227,9 +214,6 @@ __global__ void __launch_bounds__(kGemmThreads, 1) gemm_kernel(const N4Params p)
     if (s < steps) issue_step(p, items, warp + kGemmWarps * (s / kN), s % kN, ring + s * kSlotBytes, lane);
     cp_async_commit();
   }
-  for (int s = kGemmSlots; s < kGemmSlots + kPrefetchSteps && s < steps; ++s) {
-    prefetch_step(p, items, warp + kGemmWarps * (s / kN), s % kN, lane);
-  }
   float part[kMTiles][3][4];
   float sq[kUnits];
   int s = 0;
@@ -259,8 +243,6 @@ __global__ void __launch_bounds__(kGemmThreads, 1) gemm_kernel(const N4Params p)
       const int next = s + kGemmSlots;
       if (next < steps) issue_step(p, items, warp + kGemmWarps * (next / kN), next % kN, slot, lane);
       cp_async_commit();
-      const int ahead = next + kPrefetchSteps;
-      if (ahead < steps) prefetch_step(p, items, warp + kGemmWarps * (ahead / kN), ahead % kN, lane);
     }
   }
 }

@@ -54,7 +54,6 @@ namespace {
 constexpr int kGroups = 2;                               // warpgroups per block
 constexpr int kThreads = kGroups * kWgThreads;
 constexpr int kStagesWg = 4;                             // A stages per warpgroup
-constexpr int kPrefetchWg = 2;                           // steps past the ring whose rows L2 prefetches
 constexpr int kBoxCols = 64;                             // a TMA box: 64 tokens x 64 columns = 128-byte rows
 constexpr int kBoxBytes = kWgTile * kBoxCols * 2;        // 8 KB
 constexpr int kSmemAlign = 1024;                         // the 128-byte swizzle's period
@@ -87,16 +86,6 @@ __device__ __forceinline__ void issue_step(const GemmWgParams& w, const ChunkTil
   mbar_expect_tx(bar, kStageBytesWg);
 #pragma unroll
   for (int b = 0; b < 2; ++b) tma_load_box(stage + b * kBoxBytes, &w.x_map, chunk * kChunkCols + b * kBoxCols, j, t0, bar);
-}
-
-// The 64 rows of a later step into L2 (thread t < 64: row t, the step's 256 bytes of it): more
-// bytes in flight than the ring's shared memory holds (as gemm_kernel).
-__device__ __forceinline__ void prefetch_step(const N4Params& p, const ChunkTileItems& items, int local, int j, int t) {
-  const int64_t tok = items.tile(local) * kWgTile + t;
-  if (t < kWgTile && tok < p.T) {
-    prefetch_l2(p.residual + tok * p.residual_stride + j * p.res_stream_stride +
-                    static_cast<int64_t>(items.chunk(local)) * kChunkCols, kChunkCols * 2);
-  }
 }
 
 // A step's square sums: thread (w, lane) continues sq[i], the chain of token 16 w + lane % 16 and
@@ -159,9 +148,6 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_wg_kernel(const __grid_const
     for (int s = 0; s < kStagesWg && s < steps; ++s)
       issue_step(w, items, group + kGroups * (s / kN), s % kN, ring + s * kStageBytesWg, bars + s * 8);
   }
-  for (int s = kStagesWg; s < kStagesWg + kPrefetchWg && s < steps; ++s) {
-    prefetch_step(p, items, group + kGroups * (s / kN), s % kN, t);
-  }
   float part[3][4];
   float sq[8];
   int s = 0;
@@ -186,8 +172,6 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_wg_kernel(const __grid_const
       const int next = s + kStagesWg;
       if (t == 0 && next < steps)
         issue_step(w, items, group + kGroups * (next / kN), next % kN, stage, bars + slot * 8);
-      const int ahead = next + kPrefetchWg;
-      if (ahead < steps) prefetch_step(p, items, group + kGroups * (ahead / kN), ahead % kN, t);
     }
   }
 #else
