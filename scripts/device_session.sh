@@ -98,7 +98,7 @@ if [[ "$steps" == *" ncugemm "* ]]; then
   V=""; [ "$K" = gemm_wg_kernel ] && V="--variant mixes.cuda_n4_staged_wg"
   timeout 60 ncu --clock-control none -k regex:"^.*${K}" --launch-skip 2 --launch-count 1 --section SpeedOfLight \
     --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section InstructionStats \
-    --print-details all $B bench --ops mixes --modes plain --H 4096 --T 8192 --reps 2 --budget-s 20 $V \
+    ${MHC_S7_NCU_ARGS:-} --print-details all $B bench --ops mixes --modes plain --H 4096 --T 8192 --reps 2 --budget-s 20 $V \
     > "$R/ncu-$K.txt" 2>&1; echo "ncu $K rc=$?" | tee -a "$R/summary.txt"
 fi
 
