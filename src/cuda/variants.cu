@@ -66,13 +66,15 @@ std::vector<Variant> cuda_variants() {
       {"pre.cuda_n4_staged_wg", Op::kPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4", Op::kPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
       generic("pre.cuda_generic", Op::kPre),
-      // pre_broadcast
+      // pre_broadcast: by fn_b (spec section 4.4) at every T, so one family serves every batch; the
+      // n4 rows below read the n copies against the full fn and run only where asked for by id
+      // (or where a workspace has no gemm_kernel)
+      {"pre_broadcast.cuda_n4b_staged", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_staged_b_supports, n4_staged_b_run,
+       "gemm_kernel (the embedding as 4 quarter-rows against fn_b) -> finalize_kernel -> collapse_stream_kernel "
+       "(writes the materialised residual_out)", "n4b"},
       decode_chunk("pre_broadcast.cuda_n4_decode_chunk", Op::kPreBroadcast),
       decode("pre_broadcast.cuda_n4_decode", Op::kPreBroadcast),
       decode_cluster("pre_broadcast.cuda_n4_decode_cluster", Op::kPreBroadcast),
-      {"pre_broadcast.cuda_n4b_staged", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_staged_b_supports, n4_staged_b_run,
-       "gemm_kernel (the embedding as 4 quarter-rows against fn_b) -> finalize_kernel -> collapse_stream_kernel", "n4b",
-       n4_explicit_only},
       {"pre_broadcast.cuda_n4", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
       generic("pre_broadcast.cuda_generic", Op::kPreBroadcast),
       // post

@@ -11,6 +11,9 @@
 // the same weights and bounds (weighted), the double sum (mean), and the fold's sum of squares
 // in collapse_kernel's order (per thread a fmaf chain over its vectors in order, then block_sum
 // over the 256 threads), 1 / sqrtf(sum / H + eps), bf16(u * inv * w).
+// With p.copy_x_out (pre_broadcast by fn_b: x is the embedding at stream stride 0), the thread
+// also stores each vector it loaded to the n streams of residual_out, so the materialised
+// residual costs its writes and no second read of the embedding.
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows (the n4 envelope).
 #include "src/cuda/n4/collapse_row.cuh"
 #include "src/cuda/launch.cuh"
@@ -53,6 +56,7 @@ __global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_STREAM_BLOCKS(kVecs)) 
   const float pre_scale = sum_error_scale(pre);
   const bf16_t* x = p.x + t * p.x_stride;
   bf16_t* dst = p.layer_input + t * p.layer_input_stride;
+  bf16_t* copies = p.copy_x_out ? p.residual_out + t * p.residual_out_stride : nullptr;
   uint4 u[kVecs];  // this thread's collapsed vectors (kept for the fold)
   float sq[1] = {0.0f};
 #pragma unroll
@@ -70,6 +74,10 @@ __global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_STREAM_BLOCKS(kVecs)) 
     for (int q = 0; q < kBatch; ++q) {
       const int64_t v = tid + static_cast<int64_t>(b + q) * kThreadsB;
       if (v < vecs) {
+        if (copies != nullptr) {
+#pragma unroll
+          for (int j = 0; j < kN; ++j) st16(copies + j * p.H + v * 8, r[q][0]);
+        }
         u[b + q] = collapse_vec(mode, pre, pre_scale, r[q]);
         if (!fold) {
           st16(dst + v * 8, u[b + q]);
@@ -96,6 +104,8 @@ void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx) {
             "collapse_stream_kernel: a computed pre is passed as pre_mix_in (carried)");
   MHC_CHECK(p.H % kSliceK == 0 && p.H <= kMaxH, "collapse_stream_kernel: H = ", p.H, " outside the n4 envelope");
   MHC_CHECK(p.T < (int64_t{1} << 31), "collapse_stream_kernel: too many tokens in one launch");
+  MHC_CHECK(!p.copy_x_out || (p.x_stream_stride == 0 && p.residual_out != nullptr),
+            "collapse_stream_kernel: copies of x need a broadcast x and a residual_out");
   if (p.T <= 0) return;
   const dim3 grid(static_cast<unsigned>(p.T));
   const int64_t vecs = (p.H / 8 + kThreadsB - 1) / kThreadsB;  // per thread

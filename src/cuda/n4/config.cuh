@@ -81,6 +81,7 @@ struct N4Params {
   bool head_mean;
   const float* pre_mix_in; int64_t pre_mix_in_stride;
   const bf16_t* x; int64_t x_stride; int64_t x_stream_stride;  // the streams the collapse reads
+  bool copy_x_out;           // collapse_stream_kernel also writes its broadcast x to residual_out's n streams
   const bf16_t* rmsnorm_weight; float rmsnorm_eps;
   bf16_t* layer_input; int64_t layer_input_stride;
   EpilogueParams epi;
