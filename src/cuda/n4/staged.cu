@@ -152,7 +152,8 @@ bool n4_staged_b_supports(const detail::Problem& p) {
 // and finalize_kernel run them as they run any n = 4 mixes (they read only chunks and strides).
 // The collapse keeps the real H, the streams e at stride 0, and writes the materialised
 // residual_out (where asked for) from the e it loads: e is read twice (mixes, collapse), 14 H
-// bytes a token against the op's 12 H.
+// bytes a token against the op's 12 H. Up to the workspace's decode limit the mixes run in
+// decode_chunk_kernel instead of gemm_kernel and finalize_kernel (the same bits).
 void n4_staged_b_run(const detail::Problem& p) {
   MHC_CHECK(n4_staged_b_supports(p), detail::op_name(p.op), ": cuda_n4b_staged does not support this call");
   MHC_CHECK(p.workspace->scratch != nullptr, detail::op_name(p.op), ": cuda_n4b_staged needs a workspace");
@@ -164,11 +165,41 @@ void n4_staged_b_run(const detail::Problem& p) {
   m.x = k.residual;
   m.x_stride = k.residual_stride;
   m.x_stream_stride = k.H / kN;
+  m.residual = m.x;  // decode_chunk_kernel reads the mixes' streams here
+  m.res_stream_stride = m.x_stream_stride;
   m.fn_frag = reinterpret_cast<const uint2*>(p.weights->d_fn_b_frag);
   m.inv_k = 1.0f / static_cast<float>(k.H);
   N4Params c = k;  // the collapse writes the materialised residual_out from the embedding it reads
   c.copy_x_out = k.residual_out != nullptr;
-  staged_slices(p, c, m, Gemm::kMma);
+  if (p.T > p.workspace->decode_tokens || !decode_chunk_supports(m.H)) {
+    staged_slices(p, c, m, Gemm::kMma);
+    return;
+  }
+  // Decode sizes: decode_chunk_kernel forms the mixes of m in one launch (the bits of gemm_kernel
+  // and finalize_kernel: family n4), then collapse_stream_kernel. A computed pre reaches the
+  // collapse through the caller's pre_mix_out or, where none is asked for, the scratch after the
+  // partials.
+  const LaunchCtx ctx = launch_ctx(p);
+  float* scratch = static_cast<float*>(p.workspace->scratch);
+  const int64_t partial_floats = (p.T * m.chunks * kPartial + 3) / 4 * 4;
+  MHC_CHECK(static_cast<size_t>(partial_floats + p.T * kN) * sizeof(float) <= p.workspace->scratch_bytes,
+            detail::op_name(p.op), ": cuda_n4b_staged: workspace scratch too small for T = ", p.T);
+  m.has_collapse = false;
+  m.layer_input = nullptr;
+  m.residual_out = nullptr;
+  const bool computed = c.has_collapse && c.pre_source == PreSource::kComputed;
+  if (computed && m.epi.pre_mix_out == nullptr) {
+    m.epi.pre_mix_out = scratch + partial_floats;
+    m.epi.pre_mix_out_stride = kN;
+  }
+  launch_decode_chunk_kernel(m, scratch, p.workspace->decode_counters, ctx);
+  if (!c.has_collapse) return;
+  if (computed) {
+    c.pre_source = PreSource::kCarried;
+    c.pre_mix_in = m.epi.pre_mix_out;
+    c.pre_mix_in_stride = m.epi.pre_mix_out_stride;
+  }
+  launch_collapse_stream_kernel(c, ctx);
 }
 
 void n4_post_flat_run(const detail::Problem& p) { post_variant_run(p, kPostFlat, "cuda_n4_flat"); }
