@@ -82,7 +82,6 @@ std::vector<Variant> cuda_variants() {
       {"post.cuda_n4_flat", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_flat_run, "post_kernel (flat: a thread per token x 8 columns)", "n4"},
       {"post.cuda_n4_rows", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_rows_run, "post_kernel (rows: a block per token row)", "n4"},
       {"post.cuda_n4_pipelined", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_pipelined_run, "post_kernel (rows, next loads in flight)", "n4"},
-      {"post.cuda_n4_flat2", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_flat2_run, "post_kernel (flat, two items per thread and step, their loads first)", "n4"},
       generic("post.cuda_generic", Op::kPost),
       // post_pre
       decode_chunk("post_pre.cuda_n4_decode_chunk", Op::kPostPre),

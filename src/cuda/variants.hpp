@@ -53,7 +53,6 @@ bool n4_staged_prefer_post_pre(const detail::Problem& p);
 void n4_post_flat_run(const detail::Problem& p);
 void n4_post_rows_run(const detail::Problem& p);
 void n4_post_pipelined_run(const detail::Problem& p);
-void n4_post_flat2_run(const detail::Problem& p);
 /// fn split into bf16 hi/mid/lo parts in mma B-fragment order (empty outside the n4 envelope).
 std::vector<uint32_t> n4_fragments(const PreparedWeights::Impl& w);
 /// fn_b [rows][H] in the same layout as n = 4 weights over H / 4 columns a stream (the embedding

@@ -75,6 +75,7 @@ struct N4Params {
   const uint2* fn_frag;      // [chunks][4 mma warps][8 k16 steps][9 ntiles][32 lanes]
   bf16_t* residual_out; int64_t residual_out_stride;  // post output, or materialised copies
   float* partials;           // [T][chunks][25]
+  bool post_squares;         // post_kernel writes partials[..][24] (the sums of squares), the GEMM stage skips them
   // phase B
   bool has_mixes, has_collapse;
   PreSource pre_source;

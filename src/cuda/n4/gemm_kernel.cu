@@ -29,9 +29,10 @@
 // (token, chunk, stream) one mma chain per n-tile from zero over the 8 k16 steps in order, the
 // same A rows and B fragments; v = hi + (mid + lo); ((v_0 + v_1) + v_2) + v_3; the square sums
 // as fmaf chains over streams then elements from 0, then the xor 8, 4, 2, 1 butterfly.
+// gemm_kernel<false> (p.post_squares: the staged post_pre plan, whose post_kernel already wrote
+// each chunk's sum of squares in this order) runs the dots alone and leaves partials[..][24].
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows (any stream stride, 0 for a
-// broadcast residual); 200 KB of dynamic shared memory (configure_gemm_kernel). Not yet
-// measured on a GPU.
+// broadcast residual); 200 KB of dynamic shared memory (configure_gemm_kernel).
 #include "src/cuda/exact_sum.cuh"
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/kernels.hpp"
@@ -162,6 +163,7 @@ __device__ __forceinline__ void stream_dots(const unsigned char* slot, const uin
 
 // The item's partials: the dots of its valid tokens, and the square sums reduced over the 16
 // vectors of each token (xor 8, 4, 2, 1 within the 16 lanes of a half-warp, as mix_kernel).
+template <bool kSquares>
 __device__ __forceinline__ void store_item(const N4Params& p, int chunk, int64_t tile, int lane,
                                            const float (&part)[kMTiles][3][4], float (&sq)[kUnits]) {
   const int g = lane >> 2, q = lane & 3;
@@ -180,20 +182,23 @@ __device__ __forceinline__ void store_item(const N4Params& p, int chunk, int64_t
       }
     }
   }
+  if constexpr (kSquares) {  // else post_kernel wrote them (p.post_squares)
 #pragma unroll
-  for (int off = 8; off > 0; off >>= 1) {
+    for (int off = 8; off > 0; off >>= 1) {
 #pragma unroll
-    for (int u = 0; u < kUnits; ++u) sq[u] += __shfl_xor_sync(0xffffffffu, sq[u], off);
+      for (int u = 0; u < kUnits; ++u) sq[u] += __shfl_xor_sync(0xffffffffu, sq[u], off);
+    }
+    // Every lane of a half-warp now holds the same sums; lane cv stores unit u = cv (token 2 cv + h).
+    const int h = lane >> 4, cv = lane & 15;
+    float mine = sq[0];
+#pragma unroll
+    for (int u = 1; u < kUnits; ++u) mine = cv == u ? sq[u] : mine;
+    const int64_t t = tile * kTile + 2 * cv + h;
+    if (t < p.T) p.partials[(t * p.chunks + chunk) * kPartial + kRows] = mine;
   }
-  // Every lane of a half-warp now holds the same sums; lane cv stores unit u = cv (token 2 cv + h).
-  const int h = lane >> 4, cv = lane & 15;
-  float mine = sq[0];
-#pragma unroll
-  for (int u = 1; u < kUnits; ++u) mine = cv == u ? sq[u] : mine;
-  const int64_t t = tile * kTile + 2 * cv + h;
-  if (t < p.T) p.partials[(t * p.chunks + chunk) * kPartial + kRows] = mine;
 }
 
+template <bool kSquares>
 __global__ void __launch_bounds__(kGemmThreads, 1) gemm_kernel(const N4Params p) {
   extern __shared__ __align__(128) unsigned char smem[];
   pdl_launch_dependents();
@@ -236,9 +241,9 @@ __global__ void __launch_bounds__(kGemmThreads, 1) gemm_kernel(const N4Params p)
       unsigned char* slot = ring + (s % kGemmSlots) * kSlotBytes;
       cp_async_wait<kGemmSlots - 1>();  // this lane's copies of step s have landed
       __syncwarp();                     // and the other lanes'
-      square_sums(slot, lane, j == 0, sq);
+      if (kSquares) square_sums(slot, lane, j == 0, sq);
       stream_dots(slot, frag + j * kMmaSteps * kNTiles * 32, lane, j == 0, part);
-      if (j == kN - 1) store_item(p, chunk, items.tile(local), lane, part, sq);
+      if (j == kN - 1) store_item<kSquares>(p, chunk, items.tile(local), lane, part, sq);
       __syncwarp();  // every lane is done reading the slot
       const int next = s + kGemmSlots;
       if (next < steps) issue_step(p, items, warp + kGemmWarps * (next / kN), next % kN, slot, lane);
@@ -249,13 +254,15 @@ __global__ void __launch_bounds__(kGemmThreads, 1) gemm_kernel(const N4Params p)
 
 }  // namespace
 
-bool configure_gemm_kernel(int device) { return allow_dynamic_smem(gemm_kernel, device, kGemmSmem); }
+bool configure_gemm_kernel(int device) {
+  return allow_dynamic_smem(gemm_kernel<true>, device, kGemmSmem) && allow_dynamic_smem(gemm_kernel<false>, device, kGemmSmem);
+}
 
 void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx) {
   if (p.T <= 0) return;
   // At most one block per multiprocessor, each with an equal range of the (chunk, tile) items.
   const unsigned blocks = item_grid((p.T + kTile - 1) / kTile * p.chunks, ctx.num_sms, "gemm_kernel");
-  launch_kernel(gemm_kernel, dim3(blocks), kGemmThreads, kGemmSmem, ctx, p);
+  launch_kernel(p.post_squares ? gemm_kernel<false> : gemm_kernel<true>, dim3(blocks), kGemmThreads, kGemmSmem, ctx, p);
 }
 
 }  // namespace mhc::cuda::n4
@@ -263,4 +270,7 @@ void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx) {
 // The kernels this file launches, for warmup (src/cuda/kernel_list.cuh; tests/test_engine.cpp checks
 // that every launched kernel is listed).
 #include "src/cuda/kernel_list.cuh"
-void mhc::cuda::n4::list_gemm_kernels(KernelList& out) { add_kernel(out, gemm_kernel, "n4::gemm_kernel"); }
+void mhc::cuda::n4::list_gemm_kernels(KernelList& out) {
+  add_kernel(out, gemm_kernel<true>, "n4::gemm_kernel<true>");
+  add_kernel(out, gemm_kernel<false>, "n4::gemm_kernel<false> (sums of squares from post_kernel)");
+}

@@ -30,12 +30,12 @@ bool configure_gemm_wg_kernel(int device);
 /// collapse_kernel (collapse_kernel.cu): epilogue of the partials (p.has_mixes) and collapse.
 void launch_collapse_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// post_kernel (post_kernel.cu): post alone. `variant` picks the kernel's form (same bits):
-/// kPostFlat one thread per (token, 8 columns), grid-stride; kPostFlat2 two such items per thread
-/// and step, loads first; kPostRows a block per token row,
+/// kPostFlat one thread per (token, 8 columns), grid-stride (the only form that writes the sums
+/// of squares of p.post_squares); kPostRows a block per token row,
 /// the token's weights once; kPostPipelined kPostRows with the next step's loads in flight;
 /// kPostAuto kPostFlat, the fastest of the three at every T measured on the H200
 /// (docs/performance.md).
-enum PostVariant : int { kPostAuto = -1, kPostFlat = 0, kPostRows = 1, kPostPipelined = 2, kPostFlat2 = 3 };
+enum PostVariant : int { kPostAuto = -1, kPostFlat = 0, kPostRows = 1, kPostPipelined = 2 };
 void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant = kPostAuto);
 /// finalize_kernel (finalize_kernel.cu): the canonical sums of the partials of p.T tokens and
 /// the mixes epilogue; writes the requested mixes and, where `pre` is not null, the fresh pre

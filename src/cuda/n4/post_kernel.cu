@@ -7,8 +7,6 @@
 //   kPostFlat       one thread per (token, 8-column vector) of all 4 streams, grid-stride over
 //                   tokens x vectors (at most 16 blocks of 256 threads per multiprocessor); the
 //                   token's 20 mixes are read per vector.
-//   kPostFlat2      kPostFlat with two items per thread and step, both items' loads issued first
-//                   (twice the bytes in flight per thread; not yet measured).
 //   kPostRows       a block per token row (grid-stride over tokens): thread tid owns vectors
 //                   v = tid, tid + 256, ...; the token's mixes and post weights once per row; the
 //                   loads of kPostBatch vectors issued before any arithmetic.
@@ -21,6 +19,7 @@
 // Envelope: n = 4, H % 8 == 0 within the n = 4 envelope, 16-byte aligned rows; the residual may
 // be the broadcast [T,H] form (res_stream_stride 0).
 #include "src/cuda/launch.cuh"
+#include "src/cuda/n4/canonical.cuh"
 #include "src/cuda/n4/kernels.hpp"
 #include "src/cuda/n4/post8.cuh"
 #include "src/cuda/ptx.cuh"
@@ -33,43 +32,38 @@ constexpr int kPostBatch = 2;        // kPostRows: vectors per thread whose load
 constexpr int kPostRowsBlocks = 2;   // kPostRows / kPostPipelined: resident blocks per multiprocessor
 constexpr int kMixes = kN + kN * kN; // post[4], comb[16] of a token
 
-/// post alone, kPostFlat (kItems = 1) and kPostFlat2 (kItems = 2): one thread per kItems (token, 8
-/// columns) items of all 4 streams a grid-stride step, items i + q x (the grid's threads), the
-/// loads of all of them issued before any arithmetic (kPostFlat2: twice the bytes in flight per
-/// thread, at 2 resident blocks per multiprocessor instead of 3).
-template <int kItems>
-__global__ void __launch_bounds__(kThreadsB, kItems == 1 ? 3 : 2) post_flat_kernel(const N4Params p) {
+/// post alone, kPostFlat: one thread per (token, 8 columns) item of all 4 streams, grid-stride,
+/// the item's loads issued before its arithmetic. With p.post_squares (the staged post_pre plan)
+/// each chunk's sum of squares of the new residual goes to partials[t][chunk][24] in the
+/// canonical order: the item's vector_squares, then the butterfly over the 16 lanes that hold
+/// the chunk's 16 vectors (the grid's threads and H / 8 are multiples of 64, so a half-warp is
+/// one chunk of one token and a warp is always whole).
+__global__ void __launch_bounds__(kThreadsB, 3) post_flat_kernel(const N4Params p) {
   pdl_launch_dependents();
   pdl_wait();
   const int64_t vecs = p.H / 8;
   const int64_t total = p.T * vecs;
   const int64_t threads = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i0 = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i0 < total; i0 += kItems * threads) {
-    uint4 r[kItems][kN], lo[kItems];
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total; i += threads) {
+    const int64_t t = i / vecs, v = i % vecs;
+    const bf16_t* res = p.residual + t * p.residual_stride + v * 8;
+    uint4 r[kN];
 #pragma unroll
-    for (int q = 0; q < kItems; ++q) {
-      const int64_t i = i0 + q * threads < total ? i0 + q * threads : i0;  // a valid address, unused past the end
-      const int64_t t = i / vecs, v = i % vecs;
-      const bf16_t* res = p.residual + t * p.residual_stride + v * 8;
+    for (int j = 0; j < kN; ++j) r[j] = ld16(res + j * p.res_stream_stride);
+    const uint4 lo = ld16(p.layer_output + t * p.layer_output_stride + v * 8);
+    float post[kN], comb[kN * kN];
 #pragma unroll
-      for (int j = 0; j < kN; ++j) r[q][j] = ld16(res + j * p.res_stream_stride);
-      lo[q] = ld16(p.layer_output + t * p.layer_output_stride + v * 8);
-    }
+    for (int j = 0; j < kN; ++j) post[j] = __ldcg(p.post_mix + t * p.post_mix_stride + j);
 #pragma unroll
-    for (int q = 0; q < kItems; ++q) {
-      const int64_t i = i0 + q * threads;
-      if (i >= total) break;
-      const int64_t t = i / vecs, v = i % vecs;
-      float post[kN], comb[kN * kN];
+    for (int j = 0; j < kN * kN; ++j) comb[j] = __ldcg(p.comb_mix + t * p.comb_mix_stride + j);
+    uint4 out[kN];
+    post8(post_weights(post, comb), r, lo, out);
+    bf16_t* dst = p.residual_out + t * p.residual_out_stride + v * 8;
 #pragma unroll
-      for (int j = 0; j < kN; ++j) post[j] = __ldcg(p.post_mix + t * p.post_mix_stride + j);
-#pragma unroll
-      for (int j = 0; j < kN * kN; ++j) comb[j] = __ldcg(p.comb_mix + t * p.comb_mix_stride + j);
-      uint4 out[kN];
-      post8(post_weights(post, comb), r[q], lo[q], out);
-      bf16_t* dst = p.residual_out + t * p.residual_out_stride + v * 8;
-#pragma unroll
-      for (int j = 0; j < kN; ++j) st16(dst + j * p.H, out[j]);
+    for (int j = 0; j < kN; ++j) st16(dst + j * p.H, out[j]);
+    if (p.post_squares) {
+      const float sq = chunk_squares_butterfly(vector_squares(out));
+      if ((v & 15) == 0) p.partials[(t * p.chunks + v / 16) * kPartial + kRows] = sq;
     }
   }
 }
@@ -184,13 +178,13 @@ void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant) {
   if (p.T <= 0) return;
   if (variant == kPostAuto) variant = kPostFlat;
   const int64_t row_blocks = static_cast<int64_t>(ctx.num_sms > 0 ? ctx.num_sms : 1) * kPostRowsBlocks;
-  if (variant == kPostFlat || variant == kPostFlat2) {
-    const int items = variant == kPostFlat ? 1 : 2;
+  MHC_CHECK(!p.post_squares || variant == kPostFlat, "launch_post_kernel: the sums of squares need the flat form");
+  if (variant == kPostFlat) {
     const int64_t total = p.T * (p.H / 8);
-    const int64_t blocks_needed = (total + items * kThreadsB - 1) / (items * kThreadsB);
+    const int64_t blocks_needed = (total + kThreadsB - 1) / kThreadsB;
     const int64_t cap = static_cast<int64_t>(ctx.num_sms) * kPostBlocksPerSm;
-    launch_kernel(variant == kPostFlat ? post_flat_kernel<1> : post_flat_kernel<2>,
-                  dim3(static_cast<unsigned>(blocks_needed < cap ? blocks_needed : cap)), kThreadsB, 0, ctx, p);
+    launch_kernel(post_flat_kernel, dim3(static_cast<unsigned>(blocks_needed < cap ? blocks_needed : cap)), kThreadsB, 0,
+                  ctx, p);
     return;
   }
   // A block per row at a time, every resident block busy: at most kPostRowsBlocks per SM.
@@ -205,8 +199,7 @@ void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant) {
 // that every launched kernel is listed).
 #include "src/cuda/kernel_list.cuh"
 void mhc::cuda::n4::list_post_kernels(KernelList& out) {
-  add_kernel(out, post_flat_kernel<1>, "n4::post_flat_kernel<1>");
-  add_kernel(out, post_flat_kernel<2>, "n4::post_flat_kernel<2> (flat2)");
+  add_kernel(out, post_flat_kernel, "n4::post_flat_kernel");
   add_kernel(out, post_rows_kernel, "n4::post_rows_kernel");
   add_kernel(out, post_pipelined_kernel, "n4::post_pipelined_kernel");
 }

@@ -118,7 +118,10 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
   float* pre = pre_buffer ? k.partials + slice_tokens * m.chunks * kPartial : nullptr;
   for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
-    const N4Params s = slice_params(k, t0, count), sm = slice_params(m, t0, count);
+    N4Params s = slice_params(k, t0, count), sm = slice_params(m, t0, count);
+    // post_pre on gemm_kernel: post_kernel forms the sums of squares of the residual it writes
+    // (the canonical chains), so the GEMM stage runs the dots alone.
+    s.post_squares = sm.post_squares = s.has_post && gemm == Gemm::kMma;
     if (s.has_post) launch_post_kernel(s, ctx);
     launch_gemm_stage(sm, ctx, gemm);
     launch_finalize_kernel(sm, pre, ctx);
@@ -205,6 +208,5 @@ void n4_staged_b_run(const detail::Problem& p) {
 void n4_post_flat_run(const detail::Problem& p) { post_variant_run(p, kPostFlat, "cuda_n4_flat"); }
 void n4_post_rows_run(const detail::Problem& p) { post_variant_run(p, kPostRows, "cuda_n4_rows"); }
 void n4_post_pipelined_run(const detail::Problem& p) { post_variant_run(p, kPostPipelined, "cuda_n4_pipelined"); }
-void n4_post_flat2_run(const detail::Problem& p) { post_variant_run(p, kPostFlat2, "cuda_n4_flat2"); }
 
 }  // namespace mhc::cuda
