@@ -77,6 +77,11 @@ __device__ __forceinline__ void cp_async_wait() {
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// Arrives on named barrier `id` without waiting: the arriving threads' earlier memory accesses
+// are ordered before those of the threads that wait on it (bar.sync) in the same phase.
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 // threadIdx.x read where it is used (volatile: not hoisted out of mix_kernel's item loop, so the
 // two roles' per-thread constants are not all live across the loop at once).
 __device__ __forceinline__ int thread_index() {
