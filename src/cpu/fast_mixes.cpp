@@ -353,52 +353,61 @@ MHC_AVX512 void chunk_self(const float* xp, int steps, __m512d& ss) {
   add_self_trees<P>(acc, ss);
 }
 
-// The word indices of chunk_direct's pair permute for step s of 4: lane i < 8 of the result takes
-// bf16 8 s + i of the first token's 32 values, lane 8 + i bf16 8 s + i of the second's (index
-// 32 + ...), each into the high half of its fp32 lane (the low halves are zeroed by the mask).
-MHC_AVX512 inline __m512i pair_index(int s) {
+// The word indices of chunk_direct's pair permute: lane i < 8 of the result takes bf16 i of the
+// first token's 8 values (table a), lane 8 + i bf16 i of the second's (table b, index 32 + i), each
+// into the high half of its fp32 lane (the low halves are zeroed by the mask).
+MHC_AVX512 inline __m512i pair_index() {
   alignas(64) int16_t idx[32];
   for (int i = 0; i < 16; ++i) {
     idx[2 * i] = 0;
-    idx[2 * i + 1] = static_cast<int16_t>((i < 8 ? 0 : 32) + 8 * s + (i & 7));
+    idx[2 * i + 1] = static_cast<int16_t>((i < 8 ? 0 : 32) + (i & 7));
   }
   return _mm512_load_si512(idx);
 }
 
 // A whole chunk (kChunk values) of rows f[0..R) (R <= 4: the call's only row group) for P token
 // pairs straight from the bf16 rows xc[0..2P) at the chunk start, without the staging buffer: each
-// step's two-token register is one zero-masking two-source word permute of 32 + 32 loaded values
-// (4 steps of each token). The same FMA chains in the same order as chunk_rows and chunk_self
-// (with_ss), so the same bits.
-template <int P, int R>
+// step's two-token register is one zero-masking two-source word permute of the two tokens' 8
+// values (a 16-byte load each). One index register and no values held across steps, so the R P
+// accumulators, the P self-dot accumulators and the R weights stay in registers (P = R = 4: 25 of
+// the 32). The same FMA chains in the same order as chunk_rows and chunk_self (kWithSs), so the
+// same bits.
+template <int P, int R, bool kWithSs>
 MHC_AVX512 void chunk_direct(const bf16_t* const* xc, const float* const* f, const float* const* next, __m512d* sum,
-                             bool with_ss, __m512d& ss) {
-  static_assert(kSteps % 4 == 0, "chunk_direct takes 4 steps per 32 loaded values");
-  const __m512i idx0 = pair_index(0), idx1 = pair_index(1), idx2 = pair_index(2), idx3 = pair_index(3);
+                             __m512d& ss) {
+  const __m512i idx = pair_index();
   __m512 acc[R][P], self[P];
   for (int q = 0; q < P; ++q) {
     self[q] = _mm512_setzero_ps();
     for (int r = 0; r < R; ++r) acc[r][q] = _mm512_setzero_ps();
   }
-  for (int st4 = 0; st4 < kSteps; st4 += 4) {
-    for (int s = 0; s < 4; ++s) {
-      const int st = st4 + s;
-      const __m512i idx = s == 0 ? idx0 : s == 1 ? idx1 : s == 2 ? idx2 : idx3;
-      __m512 w[R];
-      for (int r = 0; r < R; ++r) w[r] = _mm512_broadcast_f32x8(_mm256_loadu_ps(f[r] + 8 * st));
-      _mm_prefetch(reinterpret_cast<const char*>(next[st / kRowSteps] + 32 * (st % kRowSteps)), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(next[st / kRowSteps] + 32 * (st % kRowSteps) + 16), _MM_HINT_T0);
-      for (int q = 0; q < P; ++q) {
-        const __m512i a = _mm512_loadu_si512(xc[2 * q] + 8 * st4);
-        const __m512i b = _mm512_loadu_si512(xc[2 * q + 1] + 8 * st4);
-        const __m512 xv = _mm512_castsi512_ps(_mm512_maskz_permutex2var_epi16(0xAAAAAAAAu, a, idx, b));
-        for (int r = 0; r < R; ++r) acc[r][q] = _mm512_fmadd_ps(xv, w[r], acc[r][q]);
-        if (with_ss) self[q] = _mm512_fmadd_ps(xv, xv, self[q]);
-      }
+  for (int st = 0; st < kSteps; ++st) {
+    __m512 w[R];
+    for (int r = 0; r < R; ++r) w[r] = _mm512_broadcast_f32x8(_mm256_loadu_ps(f[r] + 8 * st));
+    _mm_prefetch(reinterpret_cast<const char*>(next[st / kRowSteps] + 32 * (st % kRowSteps)), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(next[st / kRowSteps] + 32 * (st % kRowSteps) + 16), _MM_HINT_T0);
+    for (int q = 0; q < P; ++q) {
+      const __m512i a = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xc[2 * q] + 8 * st)));
+      const __m512i b =
+          _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xc[2 * q + 1] + 8 * st)));
+      const __m512 xv = _mm512_castsi512_ps(_mm512_maskz_permutex2var_epi16(0xAAAAAAAAu, a, idx, b));
+      for (int r = 0; r < R; ++r) acc[r][q] = _mm512_fmadd_ps(xv, w[r], acc[r][q]);
+      if (kWithSs) self[q] = _mm512_fmadd_ps(xv, xv, self[q]);
     }
   }
   add_row_trees<P, R>(acc, sum);
-  if (with_ss) add_self_trees<P>(self, ss);
+  if (kWithSs) add_self_trees<P>(self, ss);
+}
+
+template <int P, bool kWithSs>
+MHC_AVX512 void chunk_direct_rows(int R, const bf16_t* const* xc, const float* const* f, const float* const* next,
+                                  __m512d* sum, __m512d& ss) {
+  switch (R) {
+    case 1: return chunk_direct<P, 1, kWithSs>(xc, f, next, sum, ss);
+    case 2: return chunk_direct<P, 2, kWithSs>(xc, f, next, sum, ss);
+    case 3: return chunk_direct<P, 3, kWithSs>(xc, f, next, sum, ss);
+    default: return chunk_direct<P, 4, kWithSs>(xc, f, next, sum, ss);
+  }
 }
 
 // Row group g of [r0, r1) at chunk c0: f, its rows' weights there (up to 4); next, the rows after
@@ -450,11 +459,10 @@ MHC_AVX512 void dots_avx512_p(const bf16_t* const* x, int tb, const float* fn, i
       const float* f[4];
       const float* next[4];
       group_rows(fn, K, r0, r1, 0, 1, c0, f, next);
-      switch (r1 - r0) {
-        case 1: chunk_direct<P, 1>(xc, f, next, sum[0], ss != nullptr, ss_sum); break;
-        case 2: chunk_direct<P, 2>(xc, f, next, sum[0], ss != nullptr, ss_sum); break;
-        case 3: chunk_direct<P, 3>(xc, f, next, sum[0], ss != nullptr, ss_sum); break;
-        default: chunk_direct<P, 4>(xc, f, next, sum[0], ss != nullptr, ss_sum); break;
+      if (ss != nullptr) {
+        chunk_direct_rows<P, true>(r1 - r0, xc, f, next, sum[0], ss_sum);
+      } else {
+        chunk_direct_rows<P, false>(r1 - r0, xc, f, next, sum[0], ss_sum);
       }
       continue;
     }
