@@ -8,7 +8,7 @@
 # Steps: record (the benchmark of record), test (GPU subset), decode (decode rows by variant),
 # ncu (decode_chunk_kernel), probe (decode_chunk_kernel's parts), ncugemm, wg (wgmma rows),
 # sinkhorn (bench/probes/sinkhorn_forms.cu), step (V4-Flash decode step), prefill (rows given in MHC_S7_PREFILL),
-# new (session 10's cluster decode, TMA GEMM, post flat2 and pre_broadcast by fn_b against what they
+# new (session 10's TMA GEMM, post flat2 and pre_broadcast by fn_b against what they
 # would replace), warmup (mhc warmup's
 # create and first-call rows), san (the tools of MHC_S7_SAN_TOOLS over MHC_S7_SAN_FILTER).
 # Everything lands under $OUT/r; $OUT/summary.txt and $OUT/results.tgz come back.
@@ -127,18 +127,11 @@ if [[ "$steps" == *" sinkhorn "* ]]; then
 fi
 
 if [[ "$steps" == *" new "* ]]; then
-  # Session 10's variants (written without a GPU): decode_cluster_kernel against decode_chunk_kernel
-  # at H = 4096, and the TMA-fed gemm_wg_kernel (the staged_wg rows) against the staged plan.
+  # Session 10's variants (written without a GPU): the TMA-fed gemm_wg_kernel (the staged_wg rows)
+  # against the staged plan.
   S new
   nvcc -gencode arch=compute_90a,code=sm_90a -O2 -std=c++17 -I. -Iinclude -o ../tma_probe bench/probes/tma_swizzle.cu \
     > "$R/tma-probe-build.log" 2>&1 && timeout 30 ../tma_probe 2>&1 | tee -a "$R/summary.txt"
-  for op in "post_pre normal_fold,shifted_fold" "pre normal_fold" "head learned_fold" "pre_broadcast normal_fold" "mixes plain"; do
-    set -- $op
-    for v in cuda_n4_decode_chunk cuda_n4_decode_cluster; do
-      timeout 40 $B bench --ops "$1" --modes "$2" --H 4096 --T 1,2,4,8,16,32,64 --variant "$1.$v" \
-        --budget-s ${MHC_S7_NEW_S:-8} --out "$R/new-decode.jsonl" 2>&1 | rows | tee -a "$R/summary.txt"
-    done
-  done
   for v in cuda_n4_flat cuda_n4_flat2; do
     timeout 40 $B bench --ops post --modes full --H 4096,7168 --T 4096,16384 --variant "post.$v" \
       --budget-s ${MHC_S7_NEW_S:-8} --out "$R/new-prefill.jsonl" 2>&1 | rows | tee -a "$R/summary.txt"

@@ -972,27 +972,17 @@ std::vector<int> decode_modes() {
 class GpuDecode : public testing::TestWithParam<int> {};
 
 // The one-launch decode variants under test here, each with the shapes it takes: decode_kernel
-// (workspace counters and scratch) and decode_cluster_kernel (cluster barriers, H <= 4096; sm_90+).
+// (workspace counters and scratch).
 struct DecodeVariant {
   const char* suffix;
   std::vector<Shape> replay_shapes;
   Shape streams_shape;
-  int min_cc_major;
 };
 const std::vector<DecodeVariant>& decode_variants() {
   static const std::vector<DecodeVariant> v = {
-      {"cuda_n4_decode", {{4, 4096, 1}, {4, 7168, 16}}, {4, 7168, 8}, 0},
-      {"cuda_n4_decode_cluster", {{4, 4096, 1}, {4, 4096, 16}, {4, 2048, 33}}, {4, 4096, 8}, 9},
+      {"cuda_n4_decode", {{4, 4096, 1}, {4, 7168, 16}}, {4, 7168, 8}},
   };
   return v;
-}
-
-int device_cc_major() {
-  int major = 0;
-#ifdef MHC_WITH_CUDA
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess) return 0;
-#endif
-  return major;
 }
 
 // The workspace state of the decode kernels (decode_kernel's counters) survives 1000 replays of
@@ -1003,7 +993,6 @@ TEST_P(GpuDecode, ThousandReplaysBitEqualToEager) {
   const int mi = GetParam();
   const Mode& m = modes()[static_cast<size_t>(mi)];
   for (const DecodeVariant& dv : decode_variants()) {
-    if (device_cc_major() < dv.min_cc_major) continue;
     const std::string id = std::string(op_id(m.op)) + "." + dv.suffix;
     for (const Shape& s : dv.replay_shapes) {
       SCOPED_TRACE(id + " " + m.name + " " + shape_label(s.n, s.H, s.T));
@@ -1044,7 +1033,6 @@ TEST_P(GpuDecode, TwoStreamsTwoWorkspacesAtOnce) {
   const int mi = GetParam();
   const Mode& m = modes()[static_cast<size_t>(mi)];
   for (const DecodeVariant& dv : decode_variants()) {
-    if (device_cc_major() < dv.min_cc_major) continue;
     const std::string id = std::string(op_id(m.op)) + "." + dv.suffix;
     SCOPED_TRACE(id);
     const Shape s = dv.streams_shape;

@@ -18,7 +18,6 @@ const KernelList& all_kernels() {
     n4::list_collapse_stream_kernels(out);
     n4::list_decode_kernels(out);
     n4::list_decode_chunk_kernels(out);
-    n4::list_decode_cluster_kernels(out);
     return out;
   }();
   return list;

@@ -39,7 +39,6 @@ void list_finalize_kernels(KernelList& out);         // src/cuda/n4/finalize_ker
 void list_collapse_stream_kernels(KernelList& out);  // src/cuda/n4/collapse_stream_kernel.cu
 void list_decode_kernels(KernelList& out);           // src/cuda/n4/decode_kernel.cu
 void list_decode_chunk_kernels(KernelList& out);     // src/cuda/n4/decode_chunk_kernel.cu
-void list_decode_cluster_kernels(KernelList& out);   // src/cuda/n4/decode_cluster_kernel.cu
 }  // namespace n4
 
 /// Launches warm_kernel twice on the legacy stream the way the launchers launch (PDL where

@@ -29,16 +29,6 @@ std::vector<Variant> cuda_variants() {
   auto decode_chunk = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kN4DecodeChunk, n4_decode_chunk_supports, n4_decode_chunk_run, kDecodeChunkPlan, "n4", n4_decode_chunk_prefer};
   };
-  constexpr const char* kN4DecodeCluster =
-      "as cuda_n4_decode, compute capability 9.0+ with thread-block clusters, 512 <= H <= 2 x 128 x the cluster size "
-      "(4096 at clusters of 16)";
-  constexpr const char* kDecodeClusterPlan =
-      "decode_cluster_kernel (one launch: a cluster per 16 tokens; each block forms the post and the partials of "
-      "its chunks, reduces them from the cluster's shared memory, collapses its columns; two blocks' warps run the "
-      "epilogue)";
-  auto decode_cluster = [&](const char* id, Op op) {
-    return Variant{id, op, DeviceType::kCUDA, kN4DecodeCluster, n4_decode_cluster_supports, n4_decode_cluster_run, kDecodeClusterPlan, "n4", n4_explicit_only};
-  };
   auto decode = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4", n4_decode_prefer};
   };
@@ -49,7 +39,6 @@ std::vector<Variant> cuda_variants() {
       // mixes
       decode_chunk("mixes.cuda_n4_decode_chunk", Op::kMixes),
       decode("mixes.cuda_n4_decode", Op::kMixes),
-      decode_cluster("mixes.cuda_n4_decode_cluster", Op::kMixes),
       {"mixes.cuda_n4_staged", Op::kMixes, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel", "n4", n4_staged_prefer},
       {"mixes.cuda_n4_staged_wg", Op::kMixes, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel", "n4", n4_staged_prefer},
       {"mixes.cuda_n4", Op::kMixes, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (epilogue only)", "n4"},
@@ -61,7 +50,6 @@ std::vector<Variant> cuda_variants() {
       // pre
       decode_chunk("pre.cuda_n4_decode_chunk", Op::kPre),
       decode("pre.cuda_n4_decode", Op::kPre),
-      decode_cluster("pre.cuda_n4_decode_cluster", Op::kPre),
       {"pre.cuda_n4_staged", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4_staged_wg", Op::kPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4", Op::kPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
@@ -74,7 +62,6 @@ std::vector<Variant> cuda_variants() {
        "(writes the materialised residual_out)", "n4b"},
       decode_chunk("pre_broadcast.cuda_n4_decode_chunk", Op::kPreBroadcast),
       decode("pre_broadcast.cuda_n4_decode", Op::kPreBroadcast),
-      decode_cluster("pre_broadcast.cuda_n4_decode_cluster", Op::kPreBroadcast),
       {"pre_broadcast.cuda_n4", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
       generic("pre_broadcast.cuda_generic", Op::kPreBroadcast),
       // post
@@ -86,7 +73,6 @@ std::vector<Variant> cuda_variants() {
       // post_pre
       decode_chunk("post_pre.cuda_n4_decode_chunk", Op::kPostPre),
       decode("post_pre.cuda_n4_decode", Op::kPostPre),
-      decode_cluster("post_pre.cuda_n4_decode_cluster", Op::kPostPre),
       {"post_pre.cuda_n4_staged", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "post_kernel -> gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4_staged_wg", Op::kPostPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "post_kernel -> gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4", Op::kPostPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel (post fused) -> collapse_kernel", "n4"},
@@ -94,7 +80,6 @@ std::vector<Variant> cuda_variants() {
       // head
       decode_chunk("head.cuda_n4_decode_chunk", Op::kHead),
       decode("head.cuda_n4_decode", Op::kHead),
-      decode_cluster("head.cuda_n4_decode_cluster", Op::kHead),
       {"head.cuda_n4_staged", Op::kHead, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4_staged_wg", Op::kHead, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4", Op::kHead, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (learned) | collapse_kernel", "n4"},

@@ -29,12 +29,6 @@ bool n4_decode_chunk_prefer(const detail::Problem& p);
 /// Where it takes decode_kernel: only where decode_chunk_kernel cannot run (H > 8192).
 bool n4_decode_prefer(const detail::Problem& p);
 void n4_decode_chunk_run(const detail::Problem& p);
-// decode_cluster_kernel (H <= 2 x 128 x the device's cluster size, 4096 on an H200): a cluster of
-// blocks per 16 tokens, the same bits. Explicit only until measured (prefer: never).
-bool n4_decode_cluster_supports(const detail::Problem& p);
-/// Never: the rows of explicit-only variants (chosen by id until a measurement puts them in dispatch).
-bool n4_explicit_only(const detail::Problem& p);
-void n4_decode_cluster_run(const detail::Problem& p);
 // src/cuda/n4/staged.cu: the staged plan (post_kernel -> GEMM stage -> finalize_kernel ->
 // collapse_stream_kernel) for every op but post and pre_broadcast; the same bits as n4_run.
 bool n4_staged_supports(const detail::Problem& p);
@@ -62,7 +56,7 @@ std::vector<uint32_t> n4_broadcast_fragments(const PreparedWeights::Impl& w);
 /// Workspace::create, so that no call sets state lazily. Returns false where the device has too
 /// little shared memory per block for mix_kernel (225 KB): the n4 variant then declines the
 /// ops with a mixes stage and the generic one runs.
-bool n4_configure_device(bool* gemm, bool* gemm_wg, int32_t* decode_cluster);
+bool n4_configure_device(bool* gemm, bool* gemm_wg);
 /// Bytes of workspace scratch the n4 path wants for `max_tokens` (partials of one slice) and
 /// decode_kernel for `decode_tokens`.
 size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens);

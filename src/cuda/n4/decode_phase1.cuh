@@ -1,12 +1,10 @@
-// src/cuda/n4/decode_phase1.cuh - phase 1 of the one-launch decode kernels (decode_chunk_kernel,
-// decode_cluster_kernel): for the rows of a block's run, the post stage (post8), residual_out,
-// the A tiles, the chunk's sum of squares and the chunk partials (24 dots, sum of squares) in the
-// canonical order of config.cuh. One code path, so both kernels give the same bits.
+// src/cuda/n4/decode_phase1.cuh - phase 1 of decode_chunk_kernel: for the rows of a block's run,
+// the post stage (post8), residual_out, the A tiles, the chunk's sum of squares and the chunk
+// partials (24 dots, sum of squares) in the canonical order of config.cuh.
 //
 // A run is `groups` groups of 16 rows; row r of group r / 16 is one token's 128 columns of one
 // chunk, all 4 streams. Which token and which chunk a row holds is the caller's (Rows):
-//   decode_chunk_kernel: one chunk, rows = consecutive tokens (RunRows);
-//   decode_cluster_kernel: one group of 16 tokens, groups = the block's chunks (ClusterRows).
+// decode_chunk_kernel's are one chunk, rows = consecutive tokens (RunRows).
 // Block: kThreads = 384 threads, warp w = (stream j = w / 3, row block b = w % 3) in the mma.
 #pragma once
 
@@ -52,19 +50,6 @@ struct RunRows {
   __device__ bool valid(int r) const { return r < ntok; }
   __device__ int64_t token(int r) const { return first + r; }
   __device__ int64_t col0(int) const { return static_cast<int64_t>(chunk) * kChunkCols; }
-};
-
-/// decode_cluster_kernel's rows: group q is chunk rank + stride q, row q 16 + i token first + i
-/// (i < ntok) of every group.
-struct ClusterRows {
-  int64_t first;
-  int ntok, groups, rank, stride;
-  __device__ int count() const { return ntok * groups; }
-  __device__ int row(int k) const { return (k / ntok) * kGroup + k % ntok; }
-  __device__ bool valid(int r) const { return (r & (kGroup - 1)) < ntok; }
-  __device__ int64_t token(int r) const { return first + (r & (kGroup - 1)); }
-  __device__ int chunk(int grp) const { return rank + stride * grp; }
-  __device__ int64_t col0(int r) const { return static_cast<int64_t>(chunk(r / kGroup)) * kChunkCols; }
 };
 
 /// Phase 1 of a run: the post, the A tiles and the sums of squares of all its groups, then the

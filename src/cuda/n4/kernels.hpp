@@ -57,19 +57,6 @@ void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* cou
 /// `device`; false where the device's opt-in limit is smaller.
 bool configure_decode_chunk_kernel(int device);
 bool decode_chunk_supports(int64_t H);
-/// decode_cluster_kernel (decode_cluster_kernel.cu): a whole op with a mixes stage in one launch of
-/// clusters of CS blocks (a cluster per 16 tokens; block r owns chunks r and r + CS), the partials
-/// handed over in distributed shared memory; no workspace scratch or counters. cluster_size: what
-/// configure_decode_cluster_kernel found (the launch takes the largest power of two <= it and <=
-/// the chunks).
-void launch_decode_cluster_kernel(const N4Params& p, int cluster_size, const LaunchCtx& ctx);
-/// Sets its shared memory and cluster attributes on `device` and returns the largest cluster size
-/// (16, 8 or 4) the device can place with them, 0 where none (before sm_90, or too little
-/// shared memory).
-int configure_decode_cluster_kernel(int device);
-/// The cluster size a launch at H takes, and whether H is within the kernel's envelope there.
-int decode_cluster_size(int cluster_size, int64_t H);
-bool decode_cluster_supports(int cluster_size, int64_t H);
 /// Workspace bytes decode_kernel needs for `tokens` tokens at the largest H.
 size_t decode_scratch_bytes(int64_t tokens);
 

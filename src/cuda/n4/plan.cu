@@ -135,25 +135,11 @@ void n4_decode_chunk_run(const detail::Problem& p) {
                              launch_ctx(p));
 }
 
-bool n4_decode_cluster_supports(const detail::Problem& p) {
-  return n4_decode_supports(p) && p.workspace->n4_decode_cluster > 0 &&
-         decode_cluster_supports(decode_cluster_size(p.workspace->n4_decode_cluster, p.H), p.H);
-}
-
-bool n4_explicit_only(const detail::Problem&) { return false; }
-
-void n4_decode_cluster_run(const detail::Problem& p) {
-  MHC_CHECK(n4_decode_cluster_supports(p), detail::op_name(p.op), ": cuda_n4_decode_cluster does not support this call");
-  if (p.T == 0) return;
-  launch_decode_cluster_kernel(n4_params(p), p.workspace->n4_decode_cluster, launch_ctx(p));
-}
-
-bool n4_configure_device(bool* gemm, bool* gemm_wg, int32_t* decode_cluster) {
+bool n4_configure_device(bool* gemm, bool* gemm_wg) {
   int device = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&device));
   *gemm = configure_gemm_kernel(device);
   *gemm_wg = configure_gemm_wg_kernel(device);
-  *decode_cluster = configure_decode_cluster_kernel(device);
   return configure_mix_kernel(device) && configure_decode_chunk_kernel(device);
 }
 
