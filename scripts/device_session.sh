@@ -8,8 +8,7 @@
 # Steps: record (the benchmark of record), test (GPU subset), decode (decode rows by variant),
 # ncu (decode_chunk_kernel), probe (decode_chunk_kernel's parts), ncugemm, wg (wgmma rows),
 # sinkhorn (bench/probes/sinkhorn_forms.cu), step (V4-Flash decode step), prefill (rows given in MHC_S7_PREFILL),
-# new (session 10's TMA GEMM, post flat2 and pre_broadcast by fn_b against what they
-# would replace), warmup (mhc warmup's
+# new (session 11's pair GEMM against the staged and TMA GEMMs), warmup (mhc warmup's
 # create and first-call rows), san (the tools of MHC_S7_SAN_TOOLS over MHC_S7_SAN_FILTER).
 # Everything lands under $OUT/r; $OUT/summary.txt and $OUT/results.tgz come back.
 set -u
@@ -127,22 +126,13 @@ if [[ "$steps" == *" sinkhorn "* ]]; then
 fi
 
 if [[ "$steps" == *" new "* ]]; then
-  # Session 10's variants (written without a GPU): the TMA-fed gemm_wg_kernel (the staged_wg rows)
-  # against the staged plan.
+  # Session 11's variants (written after its last device call): gemm_pair_kernel (the staged_pair
+  # rows) against gemm_kernel (the staged rows: for post_pre with the sums of squares from
+  # post_kernel) and the TMA-fed gemm_wg_kernel, each row alone under a timeout.
   S new
-  nvcc -gencode arch=compute_90a,code=sm_90a -O2 -std=c++17 -I. -Iinclude -o ../tma_probe bench/probes/tma_swizzle.cu \
-    > "$R/tma-probe-build.log" 2>&1 && timeout 30 ../tma_probe 2>&1 | tee -a "$R/summary.txt"
-  for v in cuda_n4_flat cuda_n4_flat2; do
-    timeout 40 $B bench --ops post --modes full --H 4096,7168 --T 4096,16384 --variant "post.$v" \
-      --budget-s ${MHC_S7_NEW_S:-8} --out "$R/new-prefill.jsonl" 2>&1 | rows | tee -a "$R/summary.txt"
-  done
-  for v in cuda_n4 cuda_n4b_staged; do
-    timeout 40 $B bench --ops pre_broadcast --modes normal_fold --H 4096,7168 --T 1024,4096,16384 --variant "pre_broadcast.$v" \
-      --budget-s ${MHC_S7_NEW_S:-8} --out "$R/new-prefill.jsonl" 2>&1 | rows | tee -a "$R/summary.txt"
-  done
   for op in "mixes plain" "pre normal_fold" "head learned_fold" "post_pre normal_fold"; do
     set -- $op
-    for v in cuda_n4_staged cuda_n4_staged_wg; do
+    for v in cuda_n4_staged cuda_n4_staged_pair cuda_n4_staged_wg; do
       timeout 40 $B bench --ops "$1" --modes "$2" --H 4096,7168 --T 4096,16384 --variant "$1.$v" \
         --budget-s ${MHC_S7_NEW_S:-8} --out "$R/new-prefill.jsonl" 2>&1 | rows | tee -a "$R/summary.txt"
     done

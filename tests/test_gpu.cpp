@@ -972,7 +972,7 @@ std::vector<int> decode_modes() {
 class GpuDecode : public testing::TestWithParam<int> {};
 
 // The one-launch decode variants under test here, each with the shapes it takes: decode_kernel
-// (workspace counters and scratch).
+// and decode_chunk_kernel (both keep workspace counters and scratch across calls).
 struct DecodeVariant {
   const char* suffix;
   std::vector<Shape> replay_shapes;
@@ -981,6 +981,7 @@ struct DecodeVariant {
 const std::vector<DecodeVariant>& decode_variants() {
   static const std::vector<DecodeVariant> v = {
       {"cuda_n4_decode", {{4, 4096, 1}, {4, 7168, 16}}, {4, 7168, 8}},
+      {"cuda_n4_decode_chunk", {{4, 4096, 1}, {4, 7168, 16}, {4, 4096, 33}}, {4, 4096, 8}},
   };
   return v;
 }

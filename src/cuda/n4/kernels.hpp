@@ -22,6 +22,12 @@ bool configure_mix_kernel(int device);
 void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// Sets gemm_kernel's dynamic shared memory limit (200 KB) on `device`; false where it has less.
 bool configure_gemm_kernel(int device);
+/// gemm_pair_kernel (gemm_pair_kernel.cu): gemm_kernel's contract and bits, the dots and the
+/// square sums on two warps of a pair.
+void launch_gemm_pair_kernel(const N4Params& p, const LaunchCtx& ctx);
+/// Allows gemm_pair_kernel its 216 KB of dynamic shared memory on `device`; false where the
+/// device's opt-in limit is smaller.
+bool configure_gemm_pair_kernel(int device);
 /// gemm_wg_kernel (gemm_wg_kernel.cu): gemm_kernel's contract and bits on wgmma (sm_90a).
 void launch_gemm_wg_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// True where `device` is compute capability 9.0, this binary has gemm_wg_kernel's sm_90a code

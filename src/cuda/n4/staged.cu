@@ -34,9 +34,10 @@ constexpr int64_t kStagedPreferPostPre = 4096;
 
 
 // Which kernel runs the GEMM stage (the same contract and bits): gemm_wg_kernel (wgmma, the
-// staged_wg rows), gemm_kernel (mma.sync, where Workspace::create could give it 200 KB of shared
-// memory), else mix_kernel without its post stage.
-enum class Gemm { kWgmma, kMma, kMix };
+// staged_wg rows), gemm_pair_kernel (the staged_pair rows), gemm_kernel (mma.sync, where
+// Workspace::create could give it 200 KB of shared memory), else mix_kernel without its post
+// stage.
+enum class Gemm { kWgmma, kPair, kMma, kMix };
 
 // The GEMM stage of a slice: the partial dots and sums of squares of the streams the collapse
 // reads (p.x: the new residual for post_pre, else the input streams), nothing else written.
@@ -49,6 +50,8 @@ void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, Gemm gemm) {
   g.residual_out = nullptr;
   if (gemm == Gemm::kWgmma) {
     launch_gemm_wg_kernel(g, ctx);
+  } else if (gemm == Gemm::kPair) {
+    launch_gemm_pair_kernel(g, ctx);
   } else if (gemm == Gemm::kMma) {
     launch_gemm_kernel(g, ctx);
   } else {
@@ -79,6 +82,17 @@ void n4_staged_run(const detail::Problem& p) {
   MHC_CHECK(n4_staged_supports(p), detail::op_name(p.op), ": cuda_n4_staged does not support this call");
   staged_run(p, p.workspace != nullptr && p.workspace->n4_gemm ? Gemm::kMma : Gemm::kMix);
 }
+
+bool n4_staged_pair_supports(const detail::Problem& p) {
+  return n4_staged_supports(p) && p.workspace != nullptr && p.workspace->n4_gemm_pair;
+}
+
+void n4_staged_pair_run(const detail::Problem& p) {
+  MHC_CHECK(n4_staged_pair_supports(p), detail::op_name(p.op), ": cuda_n4_staged_pair does not support this call");
+  staged_run(p, Gemm::kPair);
+}
+
+bool n4_explicit_only(const detail::Problem&) { return false; }
 
 void n4_staged_wg_run(const detail::Problem& p) {
   MHC_CHECK(n4_staged_wg_supports(p), detail::op_name(p.op), ": cuda_n4_staged_wg does not support this call");
@@ -121,7 +135,7 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
     N4Params s = slice_params(k, t0, count), sm = slice_params(m, t0, count);
     // post_pre on gemm_kernel: post_kernel forms the sums of squares of the residual it writes
     // (the canonical chains), so the GEMM stage runs the dots alone.
-    s.post_squares = sm.post_squares = s.has_post && gemm == Gemm::kMma;
+    s.post_squares = sm.post_squares = s.has_post && (gemm == Gemm::kMma || gemm == Gemm::kPair);
     if (s.has_post) launch_post_kernel(s, ctx);
     launch_gemm_stage(sm, ctx, gemm);
     launch_finalize_kernel(sm, pre, ctx);
