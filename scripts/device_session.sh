@@ -127,12 +127,13 @@ fi
 
 if [[ "$steps" == *" new "* ]]; then
   # Session 11's variants (written after its last device call): gemm_pair_kernel (the staged_pair
-  # rows) against gemm_kernel (the staged rows: for post_pre with the sums of squares from
-  # post_kernel) and the TMA-fed gemm_wg_kernel, each row alone under a timeout.
+  # rows) and, for post_pre, the sums of squares from post_kernel (staged_sq) against gemm_kernel
+  # (the staged rows) and the TMA-fed gemm_wg_kernel, each row alone under a timeout.
   S new
   for op in "mixes plain" "pre normal_fold" "head learned_fold" "post_pre normal_fold"; do
     set -- $op
-    for v in cuda_n4_staged cuda_n4_staged_pair cuda_n4_staged_wg; do
+    vs="cuda_n4_staged cuda_n4_staged_pair cuda_n4_staged_wg"; [ "$1" = post_pre ] && vs="$vs cuda_n4_staged_sq"
+    for v in $vs; do
       timeout 40 $B bench --ops "$1" --modes "$2" --H 4096,7168 --T 4096,16384 --variant "$1.$v" \
         --budget-s ${MHC_S7_NEW_S:-8} --out "$R/new-prefill.jsonl" 2>&1 | rows | tee -a "$R/summary.txt"
     done

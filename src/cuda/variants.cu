@@ -77,6 +77,7 @@ std::vector<Variant> cuda_variants() {
       decode("post_pre.cuda_n4_decode", Op::kPostPre),
       {"post_pre.cuda_n4_staged", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "post_kernel -> gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4_staged_wg", Op::kPostPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "post_kernel -> gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
+      {"post_pre.cuda_n4_staged_sq", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_sq_supports, n4_staged_sq_run, "post_kernel (with the sums of squares) -> gemm_kernel (dots alone) -> finalize_kernel -> collapse_stream_kernel", "n4", n4_explicit_only},
       {"post_pre.cuda_n4_staged_pair", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_pair_supports, n4_staged_pair_run, "post_kernel (with the sums of squares) -> gemm_pair_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_explicit_only},
       {"post_pre.cuda_n4", Op::kPostPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel (post fused) -> collapse_kernel", "n4"},
       generic("post_pre.cuda_generic", Op::kPostPre),

@@ -40,6 +40,10 @@ void n4_staged_wg_run(const detail::Problem& p);
 // measured, so its rows run only when asked for by id (n4_explicit_only).
 bool n4_staged_pair_supports(const detail::Problem& p);
 void n4_staged_pair_run(const detail::Problem& p);
+// post_pre's staged plan with the sums of squares from post_kernel and gemm_kernel's dots alone
+// (staged_sq), the same bits; not yet measured, so explicit only.
+bool n4_staged_sq_supports(const detail::Problem& p);
+void n4_staged_sq_run(const detail::Problem& p);
 bool n4_explicit_only(const detail::Problem& p);
 // pre_broadcast by fn_b (staged.cu, family n4b: the mixes of the embedding against fn_b, not of 4
 // copies against fn): gemm_kernel over e as 4 quarter-rows -> finalize_kernel -> collapse_stream_kernel.

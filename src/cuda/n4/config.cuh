@@ -76,6 +76,7 @@ struct N4Params {
   bf16_t* residual_out; int64_t residual_out_stride;  // post output, or materialised copies
   float* partials;           // [T][chunks][25]
   bool post_squares;         // post_kernel writes partials[..][24] (the sums of squares), the GEMM stage skips them
+                             // (post_pre's staged_sq and staged_pair rows)
   // phase B
   bool has_mixes, has_collapse;
   PreSource pre_source;

@@ -29,7 +29,7 @@
 // (token, chunk, stream) one mma chain per n-tile from zero over the 8 k16 steps in order, the
 // same A rows and B fragments; v = hi + (mid + lo); ((v_0 + v_1) + v_2) + v_3; the square sums
 // as fmaf chains over streams then elements from 0, then the xor 8, 4, 2, 1 butterfly.
-// gemm_kernel<false> (p.post_squares: the staged post_pre plan, whose post_kernel already wrote
+// gemm_kernel<false> (p.post_squares: post_pre's staged_sq row, whose post_kernel already wrote
 // each chunk's sum of squares in this order) runs the dots alone and leaves partials[..][24].
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows (any stream stride, 0 for a
 // broadcast residual); 200 KB of dynamic shared memory (configure_gemm_kernel).

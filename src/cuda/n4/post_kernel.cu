@@ -33,7 +33,8 @@ constexpr int kPostRowsBlocks = 2;   // kPostRows / kPostPipelined: resident blo
 constexpr int kMixes = kN + kN * kN; // post[4], comb[16] of a token
 
 /// post alone, kPostFlat: one thread per (token, 8 columns) item of all 4 streams, grid-stride,
-/// the item's loads issued before its arithmetic. With p.post_squares (the staged post_pre plan)
+/// the item's loads issued before its arithmetic. With p.post_squares (post_pre's staged_sq and
+/// staged_pair rows)
 /// each chunk's sum of squares of the new residual goes to partials[t][chunk][24] in the
 /// canonical order: the item's vector_squares, then the butterfly over the 16 lanes that hold
 /// the chunk's 16 vectors (the grid's threads and H / 8 are multiples of 64, so a half-warp is

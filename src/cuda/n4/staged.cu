@@ -35,9 +35,10 @@ constexpr int64_t kStagedPreferPostPre = 4096;
 
 // Which kernel runs the GEMM stage (the same contract and bits): gemm_wg_kernel (wgmma, the
 // staged_wg rows), gemm_pair_kernel (the staged_pair rows), gemm_kernel (mma.sync, where
-// Workspace::create could give it 200 KB of shared memory), else mix_kernel without its post
-// stage.
-enum class Gemm { kWgmma, kPair, kMma, kMix };
+// Workspace::create could give it 200 KB of shared memory; kMmaSq: post_pre's post_kernel forms
+// the sums of squares and gemm_kernel the dots alone, the staged_sq row), else mix_kernel
+// without its post stage.
+enum class Gemm { kWgmma, kPair, kMma, kMmaSq, kMix };
 
 // The GEMM stage of a slice: the partial dots and sums of squares of the streams the collapse
 // reads (p.x: the new residual for post_pre, else the input streams), nothing else written.
@@ -52,7 +53,7 @@ void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, Gemm gemm) {
     launch_gemm_wg_kernel(g, ctx);
   } else if (gemm == Gemm::kPair) {
     launch_gemm_pair_kernel(g, ctx);
-  } else if (gemm == Gemm::kMma) {
+  } else if (gemm == Gemm::kMma || gemm == Gemm::kMmaSq) {
     launch_gemm_kernel(g, ctx);
   } else {
     launch_mix_kernel(g, ctx);
@@ -90,6 +91,15 @@ bool n4_staged_pair_supports(const detail::Problem& p) {
 void n4_staged_pair_run(const detail::Problem& p) {
   MHC_CHECK(n4_staged_pair_supports(p), detail::op_name(p.op), ": cuda_n4_staged_pair does not support this call");
   staged_run(p, Gemm::kPair);
+}
+
+bool n4_staged_sq_supports(const detail::Problem& p) {
+  return p.op == detail::Op::kPostPre && n4_staged_supports(p) && p.workspace != nullptr && p.workspace->n4_gemm;
+}
+
+void n4_staged_sq_run(const detail::Problem& p) {
+  MHC_CHECK(n4_staged_sq_supports(p), detail::op_name(p.op), ": cuda_n4_staged_sq does not support this call");
+  staged_run(p, Gemm::kMmaSq);
 }
 
 bool n4_explicit_only(const detail::Problem&) { return false; }
@@ -133,9 +143,9 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
   for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
     N4Params s = slice_params(k, t0, count), sm = slice_params(m, t0, count);
-    // post_pre on gemm_kernel: post_kernel forms the sums of squares of the residual it writes
+    // staged_sq and staged_pair: post_kernel forms the sums of squares of the residual it writes
     // (the canonical chains), so the GEMM stage runs the dots alone.
-    s.post_squares = sm.post_squares = s.has_post && (gemm == Gemm::kMma || gemm == Gemm::kPair);
+    s.post_squares = sm.post_squares = s.has_post && (gemm == Gemm::kMmaSq || gemm == Gemm::kPair);
     if (s.has_post) launch_post_kernel(s, ctx);
     launch_gemm_stage(sm, ctx, gemm);
     launch_finalize_kernel(sm, pre, ctx);
