@@ -51,8 +51,11 @@ constexpr int64_t kStreamMinBytes = int64_t{16} << 20;
 /// of the 8 fp32 lanes of chunk c (lane l: fma chain over the chunk's k = l mod 8, from +0).
 /// The same bits for any tb <= kTile, r0, r1 (r1 - r0 <= kMaxDotRows) and every SIMD level.
 /// ss (optional, may be null): ss[i] = selfdot(x[i], K) as well, from the same pass over x.
+/// between (optional): called with ctx after each chunk of the AVX-512 code (other levels never call
+/// it), so that a caller can run other work from the caches while this call's x streams in; it
+/// must not touch dot, ss or x.
 void dots(const bf16_t* const* x, int tb, const float* fn, int64_t K, int r0, int r1, double* dot, int ld,
-          double* ss = nullptr);
+          double* ss = nullptr, void (*between)(void*) = nullptr, void* ctx = nullptr);
 /// The canonical dot of x with itself (K bf16 values), in the order of dots: the sum of squares
 /// the mixes' r is formed from (fast_ops.cpp: ss_of). Each square of a bf16 value is exact in fp32
 /// unless it overflows or underflows, which ss_of catches.

@@ -14,7 +14,10 @@
 // sum(x^2) = n sum(e^2) over the K = nH copies.  Every level of cpu::isa() gives the same bits.
 //
 // Threading (OpenMP, static schedules): T > kPhasedMaxT: one work item per tile of kTile tokens,
-// the whole pipeline per tile (its residual_out stays in cache for the mixes and the collapse).
+// the whole pipeline per tile (its residual_out stays in cache for the mixes and the collapse);
+// where there is no post stage and the pre is computed (head learned, pre normal; AVX-512), each
+// thread takes a contiguous range of tiles and runs the collapse of tile k - 1 in pieces between
+// the dot chunks of tile k (CollapseJob), so the residual keeps streaming in during the collapse.
 // T <= kPhasedMaxT (decode): three phases, split over H where there are few tokens: post over
 // (token, column block), the dots over (token tile, pair of weight rows), then the epilogue and
 // the collapse per token. No reduction crosses a work item and every value's arithmetic is fixed
@@ -196,20 +199,26 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"))
   }
 }
 
-// RMSNorm fold of one row: dst[h] = bf16(u[h] * inv * w[h]), u = src (src == dst allowed); stream
-// as in fold_avx512 (AVX-512 only).
-void fold_rmsnorm(const Problem& p, const bf16_t* src, bf16_t* dst, bool stream) {
-  const double ss = cpu::sumsq(src, p.H);
-  const double inv = 1.0 / std::sqrt(ss / static_cast<double>(p.H) + static_cast<double>(p.rmsnorm_eps));
+// The fold's 1/sqrt(mean(u^2) + eps) of one row u (H values), in double.
+double fold_inv(const Problem& p, const bf16_t* u) {
+  const double ss = cpu::sumsq(u, p.H);
+  return 1.0 / std::sqrt(ss / static_cast<double>(p.H) + static_cast<double>(p.rmsnorm_eps));
+}
+
+// The fold of columns [h_begin, h_end) of one row: dst[h] = bf16(u[h] * inv * w[h]), u = src (src ==
+// dst allowed); stream as in fold_avx512 (AVX-512 only; dst + h_begin 64-byte aligned). Each column's
+// arithmetic is its own, so any split of the columns gives the same bits.
+void fold_columns(const Problem& p, const bf16_t* src, bf16_t* dst, int64_t h_begin, int64_t h_end, double inv,
+                  bool stream) {
   const float inv_f = static_cast<float>(inv);
   const bf16_t* w = p.rmsnorm_weight;
-  int64_t h_begin = 0;
   if (cpu::use_avx512()) {
-    h_begin = p.H & ~int64_t{15};
-    fold_avx512(src, dst, w, h_begin, inv_f, inv, stream);
+    const int64_t h16 = h_begin + ((h_end - h_begin) & ~int64_t{15});
+    fold_avx512(src + h_begin, dst + h_begin, w + h_begin, h16 - h_begin, inv_f, inv, stream);
+    h_begin = h16;
   }
-  for (int64_t h0 = h_begin; h0 < p.H; h0 += kLane) {
-    const int64_t len = std::min<int64_t>(kLane, p.H - h0);
+  for (int64_t h0 = h_begin; h0 < h_end; h0 += kLane) {
+    const int64_t len = std::min<int64_t>(kLane, h_end - h0);
     for (int64_t i = 0; i < len; ++i) {
       const bf16_t u = src[h0 + i];
       const float y = (bf16_to_float(u) * inv_f) * bf16_to_float(w[h0 + i]);
@@ -222,6 +231,12 @@ void fold_rmsnorm(const Problem& p, const bf16_t* src, bf16_t* dst, bool stream)
   }
 }
 
+// RMSNorm fold of one row: dst[h] = bf16(u[h] * inv * w[h]), u = src (src == dst allowed); stream
+// as in fold_avx512 (AVX-512 only).
+void fold_rmsnorm(const Problem& p, const bf16_t* src, bf16_t* dst, bool stream) {
+  fold_columns(p, src, dst, 0, p.H, fold_inv(p, src), stream);
+}
+
 // Columns of a row that collapse_token keeps in a stack buffer between the collapse and the fold.
 constexpr int64_t kScratchColumns = 16384;
 
@@ -232,47 +247,66 @@ bool stream_output(const Problem& p) {
          p.T * p.K() * static_cast<int64_t>(sizeof(bf16_t)) >= cpu::kStreamMinBytes;
 }
 
+// The collapse weights of token t: a quarter (mean head), the carried pre, or the computed pre.
+void collapse_weights(const Problem& p, int64_t t, const double (&pre)[kN], float (&w)[kN]) {
+  if (p.mean_head()) {
+    for (float& v : w) v = 0.25f;  // bf16(sum / 4) = bf16(sum of x / 4): scaling by 2^-2 is exact
+  } else if (p.pre_source == PreSource::kCarried) {
+    const float* src = p.pre_mix_in + t * p.pre_mix_in_stride;
+    for (int j = 0; j < kN; ++j) w[j] = src[j];
+  } else {
+    for (int j = 0; j < kN; ++j) w[j] = static_cast<float>(pre[j]);
+  }
+}
+
+// The first stream of token t's collapse input (the mixes' row: residual_out after a post stage).
+const bf16_t* collapse_base(const Problem& p, int64_t t) {
+  return p.has_post_stage() ? p.residual_out + t * p.residual_out_stride : p.residual + t * p.residual_stride;
+}
+
+// Columns [h_begin, h_end) of token t's collapse with the weights w into u (h_begin a multiple of
+// 32): AVX-512 over the whole multiples of 32 (stream: by non-temporal stores, u + h_begin 64-byte
+// aligned), then lanes. Each column's bits are its own, so any split of the columns gives the same.
+void collapse_columns(const Problem& p, int64_t t, const float (&w)[kN], bf16_t* u, int64_t h_begin, int64_t h_end,
+                      bool stream) {
+  const bf16_t* base = collapse_base(p, t);
+  const bool bcast = p.residual_broadcast && !p.has_post_stage();
+  const bf16_t* rows[kN];
+  for (int j = 0; j < kN; ++j) rows[j] = bcast ? base : base + j * p.H;
+  if (cpu::use_avx512()) {
+    const int64_t h32 = h_begin + ((h_end - h_begin) & ~int64_t{31});
+    const float(*wk)[kN] = &w;
+    bf16_t* const dsts[1] = {u};
+    const float scale_fma = cpu::sum_error_scale<kN, cpu::Chain::kFma>(w);
+    cpu::exact_sums_avx512<kN, 1, true>(rows, wk, &scale_fma, dsts, h_begin, h32, stream);
+    h_begin = h32;
+  }
+  if (h_begin >= h_end) return;
+  const float scale = cpu::sum_error_scale<kN>(w);
+  for (int64_t h0 = h_begin; h0 < h_end; h0 += kLane) {
+    const int64_t len = std::min<int64_t>(kLane, h_end - h0);
+    float v[kN][kLane];
+    float abs_sum[kLane];
+    cpu::load_lane<kN>(rows, h0, len, v, abs_sum);
+    cpu::exact_sum_lane<kN, true>(w, scale, v, abs_sum, len, u + h0);
+  }
+}
+
 // Collapse of token t with the weights `pre` (ignored for identity), then the optional fold. With
 // AVX-512 and a fold, the collapse goes to a stack buffer and the fold reads it from there.
 // stream: the row's final values by non-temporal stores where the row is 64-byte aligned.
 void collapse_token(const Problem& p, int64_t t, const double (&pre)[kN], bool stream) {
   bf16_t* dst = p.layer_input + t * p.layer_input_stride;
   stream = stream && reinterpret_cast<uintptr_t>(dst) % 64 == 0;
-  const bf16_t* base = p.has_post_stage() ? p.residual_out + t * p.residual_out_stride : p.residual + t * p.residual_stride;
   const bool fold = p.rmsnorm_weight != nullptr;
   alignas(64) bf16_t scratch[kScratchColumns];
   bf16_t* u = fold && cpu::use_avx512() && p.H <= kScratchColumns ? scratch : dst;  // the collapse's row
   if (p.pre_source == PreSource::kIdentity && !p.mean_head()) {
-    std::memcpy(u, base, static_cast<size_t>(p.H) * sizeof(bf16_t));  // stream 0, bit for bit
+    std::memcpy(u, collapse_base(p, t), static_cast<size_t>(p.H) * sizeof(bf16_t));  // stream 0, bit for bit
   } else {
     float w[kN];
-    if (p.mean_head()) {
-      for (float& v : w) v = 0.25f;  // bf16(sum / 4) = bf16(sum of x / 4): scaling by 2^-2 is exact
-    } else if (p.pre_source == PreSource::kCarried) {
-      const float* src = p.pre_mix_in + t * p.pre_mix_in_stride;
-      for (int j = 0; j < kN; ++j) w[j] = src[j];
-    } else {
-      for (int j = 0; j < kN; ++j) w[j] = static_cast<float>(pre[j]);
-    }
-    const bool bcast = p.residual_broadcast && !p.has_post_stage();
-    const bf16_t* rows[kN];
-    for (int j = 0; j < kN; ++j) rows[j] = bcast ? base : base + j * p.H;
-    const float scale = cpu::sum_error_scale<kN>(w);
-    int64_t h_begin = 0;
-    if (cpu::use_avx512()) {
-      h_begin = p.H & ~int64_t{31};
-      const float(*wk)[kN] = &w;
-      bf16_t* const dsts[1] = {u};
-      const float scale_fma = cpu::sum_error_scale<kN, cpu::Chain::kFma>(w);
-      cpu::exact_sums_avx512<kN, 1, true>(rows, wk, &scale_fma, dsts, 0, h_begin, stream && u == dst);
-    }
-    for (int64_t h0 = h_begin; h0 < p.H; h0 += kLane) {
-      const int64_t len = std::min<int64_t>(kLane, p.H - h0);
-      float v[kN][kLane];
-      float abs_sum[kLane];
-      cpu::load_lane<kN>(rows, h0, len, v, abs_sum);
-      cpu::exact_sum_lane<kN, true>(w, scale, v, abs_sum, len, u + h0);
-    }
+    collapse_weights(p, t, pre, w);
+    collapse_columns(p, t, w, u, 0, p.H, stream && u == dst);
   }
   if (fold) fold_rmsnorm(p, u, dst, stream);
 }
@@ -308,6 +342,111 @@ void run_tile(const Problem& p, const WeightRows& wr, int64_t t0, int tb) {
   }
   const bool stream = stream_output(p);
   for (int i = 0; i < tb; ++i) finish_token(p, t0 + i, dot + i * kMaxRows, ss[i], stream);
+  if (stream) _mm_sfence();  // this thread's non-temporal stores, before the region's barrier
+}
+
+// The collapse (and fold) of one tile's tokens cut into pieces of kPieceColumns columns, run from
+// the caches between the dot chunks of the thread's next tile (cpu::dots' between hook): the next
+// tile's residual streams in from memory while this one's collapse runs. Token by token: the
+// collapse pieces (into the scratch row where there is a fold), then the fold's sum of squares and
+// its pieces. Each column's arithmetic is collapse_token's, so the bits are the same.
+constexpr int64_t kPieceColumns = 512;
+
+struct CollapseJob {
+  const Problem* p = nullptr;
+  int64_t t0 = 0;
+  int tb = 0;
+  bool stream = false;
+  float w[kTile][kN] = {};
+  int64_t per_call = 1;    // pieces per between() call
+  int i = 0;               // the token in progress
+  int phase = 0;           // 0: collapse, 1: fold
+  int64_t h = 0;           // its next column
+  double inv = 0.0;        // the fold's 1/rms of token i
+  alignas(64) bf16_t scratch[kScratchColumns];
+
+  bool done() const { return i >= tb; }
+
+  // One piece of the work; false when there is none left.
+  bool piece() {
+    if (i >= tb) return false;
+    const Problem& q = *p;
+    const int64_t t = t0 + i;
+    bf16_t* dst = q.layer_input + t * q.layer_input_stride;
+    const bool fold = q.rmsnorm_weight != nullptr;
+    const bool st = stream && reinterpret_cast<uintptr_t>(dst) % 64 == 0;
+    const int64_t h_end = std::min(q.H, h + kPieceColumns);
+    if (phase == 0) {
+      collapse_columns(q, t, w[i], fold ? scratch : dst, h, h_end, st && !fold);
+      h = h_end;
+      if (h < q.H) return true;
+      if (!fold) {
+        ++i;
+        h = 0;
+        return true;
+      }
+      inv = fold_inv(q, scratch);
+      phase = 1;
+      h = 0;
+      return true;
+    }
+    fold_columns(q, scratch, dst, h, h_end, inv, st);
+    h = h_end;
+    if (h >= q.H) {
+      ++i;
+      phase = 0;
+      h = 0;
+    }
+    return true;
+  }
+
+  static void between(void* ctx) {
+    CollapseJob& job = *static_cast<CollapseJob*>(ctx);
+    for (int64_t k = 0; k < job.per_call && job.piece(); ++k) {
+    }
+  }
+};
+
+// Whether the tiles of this call run pipelined (CollapseJob): a mixes and a collapse stage with a
+// computed pre and no post stage (head learned, pre), AVX-512, rows that fit the scratch.
+bool pipelined(const Problem& p, const WeightRows& wr) {
+  return cpu::use_avx512() && !p.has_post_stage() && wr.rows > 0 && p.has_collapse_stage() &&
+         p.pre_source == PreSource::kComputed && !p.mean_head() && !p.residual_broadcast && p.H <= kScratchColumns;
+}
+
+// Tiles [begin, end) of one thread, pipelined: the dots of tile k run the collapse of tile k - 1
+// between their chunks; whatever is left of it runs after them.
+void run_tiles_pipelined(const Problem& p, const WeightRows& wr, int64_t begin, int64_t end) {
+  const bool stream = stream_output(p);
+  const int64_t chunks = (wr.len + cpu::kChunk - 1) / cpu::kChunk;
+  const int64_t pieces_per_row = (p.H + kPieceColumns - 1) / kPieceColumns * (p.rmsnorm_weight != nullptr ? 2 : 1);
+  CollapseJob job;
+  job.p = &p;
+  job.stream = stream;
+  for (int64_t tile = begin; tile < end; ++tile) {
+    const int64_t t0 = tile * kTile;
+    const int tb = static_cast<int>(std::min<int64_t>(kTile, p.T - t0));
+    double dot[kTile * kMaxRows];
+    double ss[kTile] = {};
+    const bf16_t* x[kTile] = {};
+    for (int i = 0; i < tb; ++i) x[i] = mixes_row(p, t0 + i);
+    cpu::dots(x, tb, wr.fn, wr.len, 0, wr.rows, dot, kMaxRows, ss, job.done() ? nullptr : &CollapseJob::between, &job);
+    while (job.piece()) {
+    }
+    job.t0 = t0;
+    job.tb = tb;
+    job.i = 0;
+    job.phase = 0;
+    job.h = 0;
+    job.per_call = (tb * pieces_per_row + chunks - 1) / chunks;
+    for (int i = 0; i < tb; ++i) {
+      double pre[kN] = {0, 0, 0, 0};
+      mixes_epilogue(p, t0 + i, dot + i * kMaxRows, ss_of(p, t0 + i, ss[i]), pre);
+      collapse_weights(p, t0 + i, pre, job.w[i]);
+    }
+  }
+  while (job.piece()) {
+  }
   if (stream) _mm_sfence();  // this thread's non-temporal stores, before the region's barrier
 }
 
@@ -357,6 +496,21 @@ void fast_ops_run(const Problem& p) {
   if (p.T <= kPhasedMaxT) return run_phased(p, wr);
   const int64_t tiles = (p.T + kTile - 1) / kTile;
   const bool par = tiles > 1;
+  if (pipelined(p, wr)) {
+#ifdef _OPENMP
+#pragma omp parallel if (par)
+    {
+      // The static split by hand: thread i takes the i-th of nthreads nearly equal tile ranges.
+      const int64_t nthreads = omp_get_num_threads(), i = omp_get_thread_num();
+      const int64_t base = tiles / nthreads, extra = tiles % nthreads;
+      const int64_t begin = i * base + (i < extra ? i : extra);
+      run_tiles_pipelined(p, wr, begin, begin + base + (i < extra ? 1 : 0));
+    }
+#else
+    run_tiles_pipelined(p, wr, 0, tiles);
+#endif
+    return;
+  }
   MHC_OMP_FOR_IF_PAR
   for (int64_t i = 0; i < tiles; ++i) {
     const int64_t t0 = i * kTile;
