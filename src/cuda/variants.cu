@@ -60,8 +60,8 @@ std::vector<Variant> cuda_variants() {
       // n4 rows below read the n copies against the full fn and run only where asked for by id
       // (or where a workspace has no gemm_kernel)
       {"pre_broadcast.cuda_n4b_staged", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_staged_b_supports, n4_staged_b_run,
-       "gemm_kernel (the embedding as 4 quarter-rows against fn_b) -> finalize_kernel -> collapse_stream_kernel "
-       "(writes the materialised residual_out)", "n4b"},
+       "decode_chunk_kernel up to the decode limit, else gemm_kernel -> finalize_kernel (the embedding as 4 "
+       "quarter-rows against fn_b); then collapse_stream_kernel (writes the materialised residual_out)", "n4b"},
       decode_chunk("pre_broadcast.cuda_n4_decode_chunk", Op::kPreBroadcast),
       decode("pre_broadcast.cuda_n4_decode", Op::kPreBroadcast),
       {"pre_broadcast.cuda_n4", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},

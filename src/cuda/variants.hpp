@@ -46,7 +46,8 @@ bool n4_staged_sq_supports(const detail::Problem& p);
 void n4_staged_sq_run(const detail::Problem& p);
 bool n4_explicit_only(const detail::Problem& p);
 // pre_broadcast by fn_b (staged.cu, family n4b: the mixes of the embedding against fn_b, not of 4
-// copies against fn): gemm_kernel over e as 4 quarter-rows -> finalize_kernel -> collapse_stream_kernel.
+// copies against fn): the mixes of e as 4 quarter-rows (decode_chunk_kernel up to the decode limit, else
+// gemm_kernel -> finalize_kernel), then collapse_stream_kernel.
 bool n4_staged_b_supports(const detail::Problem& p);
 void n4_staged_b_run(const detail::Problem& p);
 /// Where the dispatcher prefers the staged plan (T >= kStagedPreferTokens).

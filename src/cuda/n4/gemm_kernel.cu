@@ -60,13 +60,11 @@ __global__ void __launch_bounds__(kGemmThreads, 1) gemm_kernel(const N4Params p)
   load_fragments<kGemmThreads>(p, smem, first_chunk, static_cast<int>(threadIdx.x));
   cp_async_commit();
   pdl_wait();
-  // This warp's items are block-local w + kGemmWarps * k; step s is stream s % 4 of item s / 4.
-  const int mine = items.count > warp ? (items.count - warp + kGemmWarps - 1) / kGemmWarps : 0;
-  const int steps = mine * kN;
+  const OwnerSteps steps(items, warp, kGemmWarps);  // this warp's steps
   unsigned char* ring = smem + kFragBytes + warp * kGemmSlots * kSlotBytes;
 #pragma unroll
   for (int s = 0; s < kGemmSlots; ++s) {
-    if (s < steps) issue_step(p, items, warp + kGemmWarps * (s / kN), s % kN, ring + s * kSlotBytes, lane);
+    if (s < steps.count) issue_step(p, items, steps.item(s), s % kN, ring + s * kSlotBytes, lane);
     cp_async_commit();
   }
   float part[kMTiles][3][4];
@@ -84,8 +82,8 @@ __global__ void __launch_bounds__(kGemmThreads, 1) gemm_kernel(const N4Params p)
     __syncthreads();  // the chunk's fragments are visible to every warp
     const uint2* frag = reinterpret_cast<const uint2*>(smem);
 #pragma unroll 1
-    for (; s < steps; ++s) {
-      const int local = warp + kGemmWarps * (s / kN);
+    for (; s < steps.count; ++s) {
+      const int local = steps.item(s);
       if (items.chunk(local) != chunk) break;
       const int j = s % kN;
       unsigned char* slot = ring + (s % kGemmSlots) * kSlotBytes;
@@ -99,7 +97,7 @@ __global__ void __launch_bounds__(kGemmThreads, 1) gemm_kernel(const N4Params p)
       }
       __syncwarp();  // every lane is done reading the slot
       const int next = s + kGemmSlots;
-      if (next < steps) issue_step(p, items, warp + kGemmWarps * (next / kN), next % kN, slot, lane);
+      if (next < steps.count) issue_step(p, items, steps.item(next), next % kN, slot, lane);
       cp_async_commit();
     }
   }

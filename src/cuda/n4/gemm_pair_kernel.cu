@@ -58,14 +58,12 @@ __global__ void __launch_bounds__(kPairThreads, 1) gemm_pair_kernel(const N4Para
   load_fragments<kPairThreads>(p, smem, first_chunk, tid);  // weights: before pdl_wait
   cp_async_commit();
   pdl_wait();
-  // This pair's items are block-local q + kPairs * k; step s is stream s % 4 of item s / 4.
-  const int mine = items.count > pair ? (items.count - pair + kPairs - 1) / kPairs : 0;
-  const int steps = mine * kN;
+  const OwnerSteps steps(items, pair, kPairs);  // this pair's steps
   unsigned char* ring = smem + kFragBytes + pair * kPairSlots * kSlotBytes;
   if (!dots) {
 #pragma unroll
     for (int s = 0; s < kPairSlots; ++s) {
-      if (s < steps) issue_step(p, items, pair + kPairs * (s / kN), s % kN, ring + s * kSlotBytes, lane);
+      if (s < steps.count) issue_step(p, items, steps.item(s), s % kN, ring + s * kSlotBytes, lane);
       cp_async_commit();
     }
   }
@@ -86,8 +84,8 @@ __global__ void __launch_bounds__(kPairThreads, 1) gemm_pair_kernel(const N4Para
     __syncthreads();  // the chunk's fragments are visible to every warp
     const uint2* frag = reinterpret_cast<const uint2*>(smem);
 #pragma unroll 1
-    for (; s < steps; ++s) {
-      const int local = pair + kPairs * (s / kN);
+    for (; s < steps.count; ++s) {
+      const int local = steps.item(s);
       if (items.chunk(local) != chunk) break;
       const int j = s % kN;
       unsigned char* slot = ring + (s % kPairSlots) * kSlotBytes;
@@ -106,7 +104,7 @@ __global__ void __launch_bounds__(kPairThreads, 1) gemm_pair_kernel(const N4Para
         }
         named_sync(empty, 64);  // the dots warp is done with the slot
         const int next = s + kPairSlots;
-        if (next < steps) issue_step(p, items, pair + kPairs * (next / kN), next % kN, slot, lane);
+        if (next < steps.count) issue_step(p, items, steps.item(next), next % kN, slot, lane);
         cp_async_commit();
       }
     }

@@ -20,6 +20,17 @@ constexpr int kUnits = kTile * kSlotVecs / 32;         // square-sum units per l
 static_assert(kSlotVecs == 16 && kUnits == 16, "a warp copy covers two slot rows; a lane's vector is lane % 16");
 static_assert(kMmaSteps * 16 == kChunkCols && kNTiles == 9, "the step's mma shape");
 
+/// The steps of one owner of a ring (a warp of gemm_kernel, a pair of gemm_pair_kernel): its
+/// block-local items are owner + owners * k, and step s is stream s % 4 of item s / 4.
+struct OwnerSteps {
+  int owner, owners, count;  // count: the owner's steps
+  __device__ OwnerSteps(const ChunkTileItems& items, int owner_, int owners_) : owner(owner_), owners(owners_) {
+    const int mine = items.count > owner ? (items.count - owner + owners - 1) / owners : 0;
+    count = mine * kN;
+  }
+  __device__ int item(int s) const { return owner + owners * (s / kN); }
+};
+
 __device__ __forceinline__ uint32_t shared_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }

@@ -2,8 +2,7 @@
 // bf16(post[k] * layer_output[t,:] + sum_j comb[j,k] * residual[t,j,:]).
 //
 // Three forms of one computation (launch_post_kernel's `variant`, src/cuda/n4/kernels.hpp; by
-// default kPostFlat below 2 rows per multiprocessor, else kPostPipelined); each output is
-// post8's exact sum rounded once, so all give the same bits:
+// default kPostFlat); each output is post8's exact sum rounded once, so all give the same bits:
 //   kPostFlat       one thread per (token, 8-column vector) of all 4 streams, grid-stride over
 //                   tokens x vectors (at most 16 blocks of 256 threads per multiprocessor); the
 //                   token's 20 mixes are read per vector.
@@ -34,11 +33,10 @@ constexpr int kMixes = kN + kN * kN; // post[4], comb[16] of a token
 
 /// post alone, kPostFlat: one thread per (token, 8 columns) item of all 4 streams, grid-stride,
 /// the item's loads issued before its arithmetic. With p.post_squares (post_pre's staged_sq and
-/// staged_pair rows)
-/// each chunk's sum of squares of the new residual goes to partials[t][chunk][24] in the
-/// canonical order: the item's vector_squares, then the butterfly over the 16 lanes that hold
-/// the chunk's 16 vectors (the grid's threads and H / 8 are multiples of 64, so a half-warp is
-/// one chunk of one token and a warp is always whole).
+/// staged_pair rows) each chunk's sum of squares of the new residual goes to
+/// partials[t][chunk][24] in the canonical order: the item's vector_squares, then the butterfly
+/// over the 16 lanes that hold the chunk's 16 vectors (the grid's threads and H / 8 are
+/// multiples of 64 there, so a half-warp is one chunk of one token and a warp is always whole).
 __global__ void __launch_bounds__(kThreadsB, 3) post_flat_kernel(const N4Params p) {
   pdl_launch_dependents();
   pdl_wait();
@@ -179,7 +177,8 @@ void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant) {
   if (p.T <= 0) return;
   if (variant == kPostAuto) variant = kPostFlat;
   const int64_t row_blocks = static_cast<int64_t>(ctx.num_sms > 0 ? ctx.num_sms : 1) * kPostRowsBlocks;
-  MHC_CHECK(!p.post_squares || variant == kPostFlat, "launch_post_kernel: the sums of squares need the flat form");
+  MHC_CHECK(!p.post_squares || (variant == kPostFlat && p.H % kSliceK == 0),
+            "launch_post_kernel: the sums of squares need the flat form and H % 512 == 0, got H = ", p.H);
   if (variant == kPostFlat) {
     const int64_t total = p.T * (p.H / 8);
     const int64_t blocks_needed = (total + kThreadsB - 1) / kThreadsB;

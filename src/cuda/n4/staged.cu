@@ -65,6 +65,15 @@ void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, Gemm gemm) {
 void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& m, Gemm gemm);
 void staged_run(const detail::Problem& p, Gemm gemm);
 
+/// The collapse params c with the fresh pre [t][stride] that an earlier kernel of the plan wrote
+/// as its carried pre (collapse_stream_kernel reads a pre, it does not compute one).
+N4Params with_fresh_pre(N4Params c, const float* pre, int64_t stride) {
+  c.pre_source = PreSource::kCarried;
+  c.pre_mix_in = pre;
+  c.pre_mix_in_stride = stride;
+  return c;
+}
+
 }  // namespace
 
 bool n4_staged_prefer(const detail::Problem& p) { return p.T >= kStagedPreferTokens; }
@@ -150,13 +159,7 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
     launch_gemm_stage(sm, ctx, gemm);
     launch_finalize_kernel(sm, pre, ctx);
     if (!s.has_collapse) continue;
-    N4Params c = s;
-    if (pre_buffer) {
-      c.pre_source = PreSource::kCarried;
-      c.pre_mix_in = pre;
-      c.pre_mix_in_stride = kN;
-    }
-    launch_collapse_stream_kernel(c, ctx);
+    launch_collapse_stream_kernel(pre_buffer ? with_fresh_pre(s, pre, kN) : s, ctx);
   }
 }
 
@@ -221,12 +224,7 @@ void n4_staged_b_run(const detail::Problem& p) {
   }
   launch_decode_chunk_kernel(m, scratch, p.workspace->decode_counters, ctx);
   if (!c.has_collapse) return;
-  if (computed) {
-    c.pre_source = PreSource::kCarried;
-    c.pre_mix_in = m.epi.pre_mix_out;
-    c.pre_mix_in_stride = m.epi.pre_mix_out_stride;
-  }
-  launch_collapse_stream_kernel(c, ctx);
+  launch_collapse_stream_kernel(computed ? with_fresh_pre(c, m.epi.pre_mix_out, m.epi.pre_mix_out_stride) : c, ctx);
 }
 
 void n4_post_flat_run(const detail::Problem& p) { post_variant_run(p, kPostFlat, "cuda_n4_flat"); }
