@@ -9,17 +9,21 @@
 
 namespace mhc::cuda::n4 {
 
+/// A fmaf chain of squares continued over the 8 bf16 of one 16-byte vector, in element order:
+/// the step of every sum of squares (the mixes' chains below and in the GEMM stages, the fold's).
+__device__ __forceinline__ void add_squares(const uint4& u, float& sq) {
+  float f[8];
+  unpack8(u, f);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) sq = fmaf(f[e], f[e], sq);
+}
+
 /// The sum of squares of one (token, 8-column vector) over the 4 streams: a fmaf chain over
 /// streams, then elements.
 __device__ __forceinline__ float vector_squares(const uint4 (&x)[kN]) {
   float sq = 0.0f;
 #pragma unroll
-  for (int s = 0; s < kN; ++s) {
-    float f[8];
-    unpack8(x[s], f);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) sq = fmaf(f[e], f[e], sq);
-  }
+  for (int s = 0; s < kN; ++s) add_squares(x[s], sq);
   return sq;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "src/cuda/exact_sum.cuh"
+#include "src/cuda/n4/canonical.cuh"
 #include "src/cuda/n4/config.cuh"
 #include "src/cuda/ptx.cuh"
 #include "src/cuda/reduce.cuh"
@@ -67,14 +68,6 @@ __device__ __forceinline__ uint4 collapse_vec(CollapseKind kind, const float (&p
                (static_cast<uint32_t>(double_to_bf16_bits(acc[e + 1] / kN)) << 16);
   }
   return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
-/// The fold's sum of squares of one collapsed vector, continuing the thread's fmaf chain.
-__device__ __forceinline__ void add_squares(const uint4& u, float& sq) {
-  float f[8];
-  unpack8(u, f);
-#pragma unroll
-  for (int e = 0; e < 8; ++e) sq = fmaf(f[e], f[e], sq);
 }
 
 /// The folded output of one vector: bf16(u * inv * w).
