@@ -9,7 +9,7 @@
 # ncu (decode_chunk_kernel), probe (decode_chunk_kernel's parts), ncugemm, wg (wgmma rows),
 # sinkhorn (bench/probes/sinkhorn_forms.cu), step (V4-Flash decode step), prefill (rows given in MHC_S7_PREFILL),
 # new (session 11's pair GEMM against the staged and TMA GEMMs), warmup (mhc warmup's
-# create and first-call rows), san (the tools of MHC_S7_SAN_TOOLS over MHC_S7_SAN_FILTER).
+# create and first-call rows), gemmprobe (gemm_kernel taken apart), nsys (per-kernel times), san (the tools of MHC_S7_SAN_TOOLS over MHC_S7_SAN_FILTER).
 # Everything lands under $OUT/r; $OUT/summary.txt and $OUT/results.tgz come back.
 set -u
 export OUT=${OUT:-/tmp/o}
@@ -181,6 +181,40 @@ for i, path in enumerate(sys.argv[1:]):
               f"(host {r['after_busy_host_us']:.1f}); faults {r.get('first_page_faults')}/{r.get('after_busy_page_faults')} "
               f"switches {r.get('first_context_switches')}/{r.get('after_busy_context_switches')}")
 EOF
+fi
+
+if [[ "$steps" == *" gemmprobe "* ]]; then
+  # gemm_kernel taken apart (session 12; MHC_GEMM_PROBE="part warps slots", gemm_kernel.cu): the
+  # mixes rows of a diagnostics build with only the copies (1), copies + squares (2), copies +
+  # dots (3), dots + squares without copies (4), the kernel (0), in several ring shapes.
+  S gemmprobe
+  cmake -S . -B ../build-s7-gprobe -G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=90a \
+    -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_FLAGS=-DMHC_GEMM_PROBE -DMHC_BUILD_TESTS=OFF \
+    -DMHC_CLI11_INCLUDE="$PWD/.deps/cli11" > "$R/gprobe-configure.log" 2>&1
+  cmake --build ../build-s7-gprobe --target mhc_cli > "$R/gprobe-build.log" 2>&1 || tail -5 "$R/gprobe-build.log"
+  IFS=';' read -ra shapes <<< "${MHC_S7_GPROBE:-0 8 2;1 8 2;2 8 2;3 8 2;4 8 2;0 6 3;1 6 3;3 6 3;4 6 3;0 4 4;0 8 1;1 8 1;0 4 2}"
+  for sh in "${shapes[@]}"; do
+    MHC_GEMM_PROBE="$sh" timeout 30 ../build-s7-gprobe/tools/mhc bench --ops mixes --modes plain --H 4096,7168 --T 4096,16384 \
+      --variant mixes.cuda_n4_staged --budget-s ${MHC_S7_GPROBE_S:-5} 2>&1 | rows | sed "s/^/gprobe $sh: /"
+  done | tee -a "$R/summary.txt"
+fi
+
+if [[ "$steps" == *" nsys "* ]]; then
+  # Per-kernel times of rows (MHC_S7_NSYS: bench arguments), from Nsight Systems.
+  S nsys
+  which nsys >> "$R/summary.txt" 2>&1
+  i=0
+  IFS=';' read -ra nrows <<< "${MHC_S7_NSYS:-}"
+  for a in "${nrows[@]}"; do
+    i=$((i + 1))
+    timeout 60 nsys profile -t cuda -o "$R/nsys-$i" --force-overwrite true $B bench $a --budget-s 4 > "$R/nsys-$i.log" 2>&1
+    echo "nsys $i: $a" | tee -a "$R/summary.txt"
+    timeout 60 nsys stats -q --report cuda_gpu_kern_sum --format csv "$R/nsys-$i.nsys-rep" > "$R/nsys-$i.csv" 2>&1
+    python3 -c 'import csv,sys
+r=list(csv.DictReader(sys.stdin))
+for x in r[:8]: print("  %-60.60s n=%s avg %.1f us med %.1f" % (x["Name"], x["Instances"], float(x["Avg (ns)"])/1e3, float(x["Med (ns)"])/1e3))' < "$R/nsys-$i.csv" 2>&1 | tee -a "$R/summary.txt"
+    rm -f "$R/nsys-$i.nsys-rep" "$R/nsys-$i.sqlite"
+  done
 fi
 
 if [[ "$steps" == *" san "* ]]; then

@@ -33,6 +33,9 @@
 // each chunk's sum of squares in this order) runs the dots alone and leaves partials[..][24].
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows (any stream stride, 0 for a
 // broadcast residual); 200 KB of dynamic shared memory (configure_gemm_kernel).
+#include <cstdio>
+#include <cstdlib>
+
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/gemm_step.cuh"
 #include "src/cuda/n4/kernels.hpp"
@@ -42,14 +45,21 @@ namespace mhc::cuda::n4 {
 namespace {
 
 constexpr int kGemmWarps = 8;
-constexpr int kGemmThreads = kGemmWarps * 32;
 constexpr int kGemmSlots = 2;                          // ring slots per warp (steps in flight)
 using namespace gemm_step;
-constexpr int kGemmSmem = kFragBytes + kGemmWarps * kGemmSlots * kSlotBytes;  // 200 KB
+constexpr int gemm_smem(int warps, int slots) { return kFragBytes + warps * slots * kSlotBytes; }
+constexpr int kGemmSmem = gemm_smem(kGemmWarps, kGemmSlots);  // 200 KB
 static_assert(kGemmSmem <= 227 * 1024, "gemm_kernel shared memory");
 
-template <bool kSquares>
-__global__ void __launch_bounds__(kGemmThreads, 1) gemm_kernel(const N4Params p) {
+// Diagnostics (a build with -DMHC_GEMM_PROBE; MHC_GEMM_PROBE="part warps slots" in the
+// environment, see launch_gemm_kernel): kPart 0 is the kernel; 1 the copies alone, 2 the copies
+// and the square sums, 3 the copies and the dots, 4 the dots and square sums on whatever the
+// slots hold, with no copies. Only 0 gives correct partials.
+template <bool kSquares, int kWarps = kGemmWarps, int kSlots = kGemmSlots, int kPart = 0>
+__global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) {
+  constexpr int kGemmThreads = kWarps * 32;
+  constexpr bool kCopies = kPart != 4, kDoSquares = kSquares && kPart != 1 && kPart != 3,
+                 kDots = kPart != 1 && kPart != 2;
   extern __shared__ __align__(128) unsigned char smem[];
   pdl_launch_dependents();
   const ChunkTileItems items(p.T, p.chunks);
@@ -60,11 +70,11 @@ __global__ void __launch_bounds__(kGemmThreads, 1) gemm_kernel(const N4Params p)
   load_fragments<kGemmThreads>(p, smem, first_chunk, static_cast<int>(threadIdx.x));
   cp_async_commit();
   pdl_wait();
-  const OwnerSteps steps(items, warp, kGemmWarps);  // this warp's steps
-  unsigned char* ring = smem + kFragBytes + warp * kGemmSlots * kSlotBytes;
+  const OwnerSteps steps(items, warp, kWarps);  // this warp's steps
+  unsigned char* ring = smem + kFragBytes + warp * kSlots * kSlotBytes;
 #pragma unroll
-  for (int s = 0; s < kGemmSlots; ++s) {
-    if (s < steps.count) issue_step(p, items, steps.item(s), s % kN, ring + s * kSlotBytes, lane);
+  for (int s = 0; s < kSlots; ++s) {
+    if (kCopies && s < steps.count) issue_step(p, items, steps.item(s), s % kN, ring + s * kSlotBytes, lane);
     cp_async_commit();
   }
   float part[kMTiles][3][4];
@@ -77,7 +87,7 @@ __global__ void __launch_bounds__(kGemmThreads, 1) gemm_kernel(const N4Params p)
       cp_async_commit();
       cp_async_wait<0>();
     } else {
-      cp_async_wait<kGemmSlots>();  // the fragments (the ring's first copies may still be in flight)
+      cp_async_wait<kSlots>();  // the fragments (the ring's first copies may still be in flight)
     }
     __syncthreads();  // the chunk's fragments are visible to every warp
     const uint2* frag = reinterpret_cast<const uint2*>(smem);
@@ -86,18 +96,22 @@ __global__ void __launch_bounds__(kGemmThreads, 1) gemm_kernel(const N4Params p)
       const int local = steps.item(s);
       if (items.chunk(local) != chunk) break;
       const int j = s % kN;
-      unsigned char* slot = ring + (s % kGemmSlots) * kSlotBytes;
-      cp_async_wait<kGemmSlots - 1>();  // this lane's copies of step s have landed
+      unsigned char* slot = ring + (s % kSlots) * kSlotBytes;
+      cp_async_wait<kSlots - 1>();  // this lane's copies of step s have landed
       __syncwarp();                     // and the other lanes'
-      if (kSquares) square_sums(slot, lane, j == 0, sq);
-      stream_dots(slot, frag + j * kMmaSteps * kNTiles * 32, lane, j == 0, part);
+      if constexpr (kDoSquares) square_sums(slot, lane, j == 0, sq);
+      if constexpr (kDots) {
+        stream_dots(slot, frag + j * kMmaSteps * kNTiles * 32, lane, j == 0, part);
+      } else if (j == 0) {
+        for (auto& m : part) for (auto& b : m) for (float& c : b) c = 0.0f;
+      }
       if (j == kN - 1) {
         store_dots(p, chunk, items.tile(local), lane, part);
-        if constexpr (kSquares) store_squares(p, chunk, items.tile(local), lane, sq);
+        if constexpr (kDoSquares) store_squares(p, chunk, items.tile(local), lane, sq);
       }
       __syncwarp();  // every lane is done reading the slot
-      const int next = s + kGemmSlots;
-      if (next < steps.count) issue_step(p, items, steps.item(next), next % kN, slot, lane);
+      const int next = s + kSlots;
+      if (kCopies && next < steps.count) issue_step(p, items, steps.item(next), next % kN, slot, lane);
       cp_async_commit();
     }
   }
@@ -109,11 +123,53 @@ bool configure_gemm_kernel(int device) {
   return allow_dynamic_smem(gemm_kernel<true>, device, kGemmSmem) && allow_dynamic_smem(gemm_kernel<false>, device, kGemmSmem);
 }
 
+#ifdef MHC_GEMM_PROBE
+// MHC_GEMM_PROBE="part warps slots" (see gemm_kernel): one of the listed shapes, for the
+// diagnostics build only.
+template <int kPart, int kWarps, int kSlots>
+bool launch_gemm_probe_as(const N4Params& p, const LaunchCtx& ctx, int part, int warps, int slots) {
+  if (part != kPart || warps != kWarps || slots != kSlots) return false;
+  constexpr int kSmem = gemm_smem(kWarps, kSlots);
+  static_assert(kSmem <= 227 * 1024, "probe shape's shared memory");
+  int device = 0;
+  MHC_CUDA_CHECK(cudaGetDevice(&device));
+  static const bool allowed = allow_dynamic_smem(gemm_kernel<true, kWarps, kSlots, kPart>, device, kSmem);
+  MHC_CHECK(allowed, "gemm probe: shared memory");
+  const unsigned blocks = item_grid((p.T + kTile - 1) / kTile * p.chunks, ctx.num_sms, "gemm_kernel");
+  launch_kernel(gemm_kernel<true, kWarps, kSlots, kPart>, dim3(blocks), kWarps * 32, kSmem, ctx, p);
+  return true;
+}
+
+template <int kPart>
+bool launch_gemm_probe_part(const N4Params& p, const LaunchCtx& ctx, int part, int warps, int slots) {
+  return launch_gemm_probe_as<kPart, 8, 2>(p, ctx, part, warps, slots) ||
+         launch_gemm_probe_as<kPart, 6, 3>(p, ctx, part, warps, slots) ||
+         launch_gemm_probe_as<kPart, 4, 4>(p, ctx, part, warps, slots) ||
+         launch_gemm_probe_as<kPart, 8, 1>(p, ctx, part, warps, slots) ||
+         launch_gemm_probe_as<kPart, 4, 2>(p, ctx, part, warps, slots);
+}
+
+bool launch_gemm_probe(const N4Params& p, const LaunchCtx& ctx) {
+  const char* env = std::getenv("MHC_GEMM_PROBE");
+  if (env == nullptr || p.post_squares) return false;
+  int part = 0, warps = 8, slots = 2;
+  if (std::sscanf(env, "%d %d %d", &part, &warps, &slots) != 3) return false;
+  const bool ok = launch_gemm_probe_part<0>(p, ctx, part, warps, slots) || launch_gemm_probe_part<1>(p, ctx, part, warps, slots) ||
+                  launch_gemm_probe_part<2>(p, ctx, part, warps, slots) || launch_gemm_probe_part<3>(p, ctx, part, warps, slots) ||
+                  launch_gemm_probe_part<4>(p, ctx, part, warps, slots);
+  MHC_CHECK(ok, "MHC_GEMM_PROBE: no such shape: ", env);
+  return true;
+}
+#endif
+
 void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx) {
   if (p.T <= 0) return;
   // At most one block per multiprocessor, each with an equal range of the (chunk, tile) items.
   const unsigned blocks = item_grid((p.T + kTile - 1) / kTile * p.chunks, ctx.num_sms, "gemm_kernel");
-  launch_kernel(p.post_squares ? gemm_kernel<false> : gemm_kernel<true>, dim3(blocks), kGemmThreads, kGemmSmem, ctx, p);
+#ifdef MHC_GEMM_PROBE
+  if (launch_gemm_probe(p, ctx)) return;
+#endif
+  launch_kernel(p.post_squares ? gemm_kernel<false> : gemm_kernel<true>, dim3(blocks), kGemmWarps * 32, kGemmSmem, ctx, p);
 }
 
 }  // namespace mhc::cuda::n4
