@@ -207,7 +207,7 @@ if [[ "$steps" == *" nsys "* ]]; then
   IFS=';' read -ra nrows <<< "${MHC_S7_NSYS:-}"
   for a in "${nrows[@]}"; do
     i=$((i + 1))
-    timeout 60 nsys profile -t cuda -o "$R/nsys-$i" --force-overwrite true $B bench $a --budget-s 4 > "$R/nsys-$i.log" 2>&1
+    timeout 60 nsys profile -t cuda --cuda-graph-trace=node -o "$R/nsys-$i" --force-overwrite true $B bench $a --budget-s 4 > "$R/nsys-$i.log" 2>&1
     echo "nsys $i: $a" | tee -a "$R/summary.txt"
     timeout 60 nsys stats -q --report cuda_gpu_kern_sum --format csv "$R/nsys-$i.nsys-rep" > "$R/nsys-$i.csv" 2>&1
     python3 -c 'import csv,sys
