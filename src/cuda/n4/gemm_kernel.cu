@@ -39,6 +39,9 @@
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/gemm_step.cuh"
 #include "src/cuda/n4/kernels.hpp"
+#ifdef MHC_GEMM_PROBE
+#include "src/cuda/n4/wgmma.cuh"
+#endif
 
 namespace mhc::cuda::n4 {
 
@@ -117,6 +120,85 @@ __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) 
   }
 }
 
+#ifdef MHC_GEMM_PROBE
+// Diagnostics only: gemm_kernel's copies by other means, nothing computed (the partials get
+// zeros). kPart 5: one 256-byte bulk copy (TMA, cp.async.bulk) per row and lane into rows
+// padded to 272 bytes, kSlots slots a warp completing on an mbarrier each; kPart 6: 16-byte
+// ld.global.cg into registers, then st.shared (one step in flight a warp).
+__device__ __forceinline__ void bulk_row(uint32_t dst, const void* src, uint32_t bar) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 256, [%2];\n" ::"r"(dst),
+               "l"(src), "r"(bar)
+               : "memory");
+#endif
+}
+
+template <int kWarps, int kSlots, int kPart>
+__global__ void __launch_bounds__(kWarps * 32, 1) gemm_copy_probe(const N4Params p) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int kRow = 272, kSlot = kTile * kRow;
+  pdl_launch_dependents();
+  const ChunkTileItems items(p.T, p.chunks);
+  if (items.count <= 0) return;
+  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  unsigned char* ring = smem + warp * kSlots * kSlot;
+  const uint32_t bars = shared_addr(smem + kWarps * kSlots * kSlot) + warp * kSlots * 8;
+  pdl_wait();
+  const OwnerSteps steps(items, warp, kWarps);
+  float part[kMTiles][3][4];
+  for (auto& m : part) for (auto& b : m) for (float& c : b) c = 0.0f;
+  auto row_src = [&](int s, int r, bool& valid) {
+    const int local = steps.item(s);
+    const int64_t t = items.tile(local) * kTile + r;
+    valid = t < p.T;
+    return p.residual + (valid ? t : 0) * p.residual_stride + (s % kN) * p.res_stream_stride +
+           static_cast<int64_t>(items.chunk(local)) * kChunkCols;
+  };
+  if constexpr (kPart == 5) {
+    if (lane < kSlots) mbar_init(bars + lane * 8, 1);
+    __syncwarp();
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    auto issue = [&](int s) {
+      const uint32_t bar = bars + (s % kSlots) * 8;
+      bool valid;
+      const bf16_t* src = row_src(s, lane, valid);
+      const unsigned ballot = __ballot_sync(0xffffffffu, valid);
+      if (lane == 0) mbar_expect_tx(bar, __popc(ballot) * 256);
+      __syncwarp();
+      if (valid) bulk_row(shared_addr(ring + (s % kSlots) * kSlot + lane * kRow), src, bar);
+    };
+    for (int s = 0; s < kSlots && s < steps.count; ++s) issue(s);
+    for (int s = 0; s < steps.count; ++s) {
+      mbar_wait(bars + (s % kSlots) * 8, (s / kSlots) & 1);
+      if (s % kN == kN - 1) {
+        const int local = steps.item(s);
+        store_dots(p, items.chunk(local), items.tile(local), lane, part);
+      }
+      __syncwarp();
+      if (s + kSlots < steps.count) issue(s + kSlots);
+    }
+  } else {
+    const int h = lane >> 4, vec = lane & 15;
+    for (int s = 0; s < steps.count; ++s) {
+      uint4 v[kTile / 2];
+#pragma unroll
+      for (int rr = 0; rr < kTile / 2; ++rr) {
+        bool valid;
+        const bf16_t* src = row_src(s, 2 * rr + h, valid) + vec * 8;
+        asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v[rr].x), "=r"(v[rr].y), "=r"(v[rr].z), "=r"(v[rr].w) : "l"(src));
+      }
+      unsigned char* slot = ring + (s % kSlots) * kSlot;
+#pragma unroll
+      for (int rr = 0; rr < kTile / 2; ++rr) *reinterpret_cast<uint4*>(slot + (2 * rr + h) * kRow + vec * 16) = v[rr];
+      if (s % kN == kN - 1) {
+        const int local = steps.item(s);
+        store_dots(p, items.chunk(local), items.tile(local), lane, part);
+      }
+    }
+  }
+}
+#endif
+
 }  // namespace
 
 bool configure_gemm_kernel(int device) {
@@ -126,6 +208,20 @@ bool configure_gemm_kernel(int device) {
 #ifdef MHC_GEMM_PROBE
 // MHC_GEMM_PROBE="part warps slots" (see gemm_kernel): one of the listed shapes, for the
 // diagnostics build only.
+template <int kPart, int kWarps, int kSlots>
+bool launch_copy_probe_as(const N4Params& p, const LaunchCtx& ctx, int part, int warps, int slots) {
+  if (part != kPart || warps != kWarps || slots != kSlots) return false;
+  constexpr int kSmem = kWarps * kSlots * (kTile * 272 + 8);
+  static_assert(kSmem <= 227 * 1024, "probe shape's shared memory");
+  int device = 0;
+  MHC_CUDA_CHECK(cudaGetDevice(&device));
+  static const bool allowed = allow_dynamic_smem(gemm_copy_probe<kWarps, kSlots, kPart>, device, kSmem);
+  MHC_CHECK(allowed, "gemm probe: shared memory");
+  const unsigned blocks = item_grid((p.T + kTile - 1) / kTile * p.chunks, ctx.num_sms, "gemm_kernel");
+  launch_kernel(gemm_copy_probe<kWarps, kSlots, kPart>, dim3(blocks), kWarps * 32, kSmem, ctx, p);
+  return true;
+}
+
 template <int kPart, int kWarps, int kSlots>
 bool launch_gemm_probe_as(const N4Params& p, const LaunchCtx& ctx, int part, int warps, int slots) {
   if (part != kPart || warps != kWarps || slots != kSlots) return false;
@@ -156,7 +252,11 @@ bool launch_gemm_probe(const N4Params& p, const LaunchCtx& ctx) {
   if (std::sscanf(env, "%d %d %d", &part, &warps, &slots) != 3) return false;
   const bool ok = launch_gemm_probe_part<0>(p, ctx, part, warps, slots) || launch_gemm_probe_part<1>(p, ctx, part, warps, slots) ||
                   launch_gemm_probe_part<2>(p, ctx, part, warps, slots) || launch_gemm_probe_part<3>(p, ctx, part, warps, slots) ||
-                  launch_gemm_probe_part<4>(p, ctx, part, warps, slots);
+                  launch_gemm_probe_part<4>(p, ctx, part, warps, slots) ||
+                  launch_copy_probe_as<5, 8, 2>(p, ctx, part, warps, slots) || launch_copy_probe_as<5, 8, 3>(p, ctx, part, warps, slots) ||
+                  launch_copy_probe_as<5, 4, 4>(p, ctx, part, warps, slots) || launch_copy_probe_as<5, 4, 6>(p, ctx, part, warps, slots) ||
+                  launch_copy_probe_as<5, 6, 4>(p, ctx, part, warps, slots) ||
+                  launch_copy_probe_as<6, 8, 1>(p, ctx, part, warps, slots) || launch_copy_probe_as<6, 16, 1>(p, ctx, part, warps, slots);
   MHC_CHECK(ok, "MHC_GEMM_PROBE: no such shape: ", env);
   return true;
 }
