@@ -24,8 +24,11 @@ using namespace n4;
 namespace {
 
 // Tokens per slice where a collapse follows the mixes (WorkspaceOptions::n4_slice_tokens
-// overrides it); not yet swept on the H200 (a slice's new residual is 8H bytes a token).
-constexpr int64_t kStagedSliceTokens = 2048;
+// overrides it; the workspace's partials bound it too). Swept on the H200 (session 12 call 3,
+// post_pre T = 16384): 2048 tokens 904 / 1610 us (H = 4096 / 7168), 4096 857 / 1520, 8192
+// 820 / 1467, 16384 822 / 1379: a slice's residual (8H bytes a token) outgrows L2 at every
+// length worth having, so longer slices only save the per-slice ramp of four launches.
+constexpr int64_t kStagedSliceTokens = 16384;
 // The dispatcher prefers the staged plan of pre, head and mixes from this T on (at T = 128 the
 // cuda_n4 plan was faster on the H200, at T >= 1024 the staged one), and of post_pre from
 // kStagedPreferPostPre on (fused faster at T = 1024, staged at T = 4096: docs/performance.md).
