@@ -54,77 +54,12 @@ constexpr int gemm_smem(int warps, int slots) { return kFragBytes + warps * slot
 constexpr int kGemmSmem = gemm_smem(kGemmWarps, kGemmSlots);  // 200 KB
 static_assert(kGemmSmem <= 227 * 1024, "gemm_kernel shared memory");
 
-// Diagnostics (a build with -DMHC_GEMM_PROBE; MHC_GEMM_PROBE="part warps slots" in the
-// environment, see launch_gemm_kernel): kPart 0 is the kernel; 1 the copies alone, 2 the copies
-// and the square sums, 3 the copies and the dots, 4 the dots and square sums on whatever the
-// slots hold, with no copies. Only 0 gives correct partials.
-template <bool kSquares, int kWarps = kGemmWarps, int kSlots = kGemmSlots, int kPart = 0>
-__global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) {
-  constexpr int kGemmThreads = kWarps * 32;
-  constexpr bool kCopies = kPart != 4, kDoSquares = kSquares && kPart != 1 && kPart != 3,
-                 kDots = kPart != 1 && kPart != 2;
-  extern __shared__ __align__(128) unsigned char smem[];
-  pdl_launch_dependents();
-  const ChunkTileItems items(p.T, p.chunks);
-  if (items.count <= 0) return;  // block-uniform
-  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
-  const int first_chunk = items.chunk(0), last_chunk = items.chunk(items.count - 1);
-  // The first chunk's fragments are weights: their copies overlap the end of the kernel before.
-  load_fragments<kGemmThreads>(p, smem, first_chunk, static_cast<int>(threadIdx.x));
-  cp_async_commit();
-  pdl_wait();
-  const OwnerSteps steps(items, warp, kWarps);  // this warp's steps
-  unsigned char* ring = smem + kFragBytes + warp * kSlots * kSlotBytes;
-#pragma unroll
-  for (int s = 0; s < kSlots; ++s) {
-    if (kCopies && s < steps.count) issue_step(p, items, steps.item(s), s % kN, ring + s * kSlotBytes, lane);
-    cp_async_commit();
-  }
-  float part[kMTiles][3][4];
-  float sq[kUnits];
-  int s = 0;
-  for (int chunk = first_chunk; chunk <= last_chunk; ++chunk) {
-    if (chunk != first_chunk) {
-      __syncthreads();  // every warp is done with the previous chunk's fragments
-      load_fragments<kGemmThreads>(p, smem, chunk, static_cast<int>(threadIdx.x));
-      cp_async_commit();
-      cp_async_wait<0>();
-    } else {
-      cp_async_wait<kSlots>();  // the fragments (the ring's first copies may still be in flight)
-    }
-    __syncthreads();  // the chunk's fragments are visible to every warp
-    const uint2* frag = reinterpret_cast<const uint2*>(smem);
-#pragma unroll 1
-    for (; s < steps.count; ++s) {
-      const int local = steps.item(s);
-      if (items.chunk(local) != chunk) break;
-      const int j = s % kN;
-      unsigned char* slot = ring + (s % kSlots) * kSlotBytes;
-      cp_async_wait<kSlots - 1>();  // this lane's copies of step s have landed
-      __syncwarp();                     // and the other lanes'
-      if constexpr (kDoSquares) square_sums(slot, lane, j == 0, sq);
-      if constexpr (kDots) {
-        stream_dots(slot, frag + j * kMmaSteps * kNTiles * 32, lane, j == 0, part);
-      } else if (j == 0) {
-        for (auto& m : part) for (auto& b : m) for (float& c : b) c = 0.0f;
-      }
-      if (j == kN - 1) {
-        store_dots(p, chunk, items.tile(local), lane, part);
-        if constexpr (kDoSquares) store_squares(p, chunk, items.tile(local), lane, sq);
-      }
-      __syncwarp();  // every lane is done reading the slot
-      const int next = s + kSlots;
-      if (kCopies && next < steps.count) issue_step(p, items, steps.item(next), next % kN, slot, lane);
-      cp_async_commit();
-    }
-  }
-}
-
 #ifdef MHC_GEMM_PROBE
 // Diagnostics only: gemm_kernel's copies by other means, nothing computed (the partials get
 // zeros). kPart 5: one 256-byte bulk copy (TMA, cp.async.bulk) per row and lane into rows
 // padded to 272 bytes, kSlots slots a warp completing on an mbarrier each; kPart 6: 16-byte
-// ld.global.cg into registers, then st.shared (one step in flight a warp).
+// ld.global.cg into registers, then st.shared (one step in flight a warp). gemm_kernel runs it
+// for those parts.
 __device__ __forceinline__ void bulk_row(uint32_t dst, const void* src, uint32_t bar) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 256, [%2];\n" ::"r"(dst),
@@ -134,7 +69,7 @@ __device__ __forceinline__ void bulk_row(uint32_t dst, const void* src, uint32_t
 }
 
 template <int kWarps, int kSlots, int kPart>
-__global__ void __launch_bounds__(kWarps * 32, 1) gemm_copy_probe(const N4Params p) {
+__device__ __forceinline__ void gemm_copy_probe(const N4Params& p) {
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int kRow = 272, kSlot = kTile * kRow;
   pdl_launch_dependents();
@@ -199,6 +134,79 @@ __global__ void __launch_bounds__(kWarps * 32, 1) gemm_copy_probe(const N4Params
 }
 #endif
 
+// Diagnostics (a build with -DMHC_GEMM_PROBE; MHC_GEMM_PROBE="part warps slots" in the
+// environment, see launch_gemm_kernel): kPart 0 is the kernel; 1 the copies alone, 2 the copies
+// and the square sums, 3 the copies and the dots, 4 the dots and square sums on whatever the
+// slots hold, with no copies; 5 and 6 the copies by other means (gemm_copy_probe). Only 0 gives
+// correct partials.
+template <bool kSquares, int kWarps = kGemmWarps, int kSlots = kGemmSlots, int kPart = 0>
+__global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) {
+  constexpr int kGemmThreads = kWarps * 32;
+  constexpr bool kCopies = kPart != 4, kDoSquares = kSquares && kPart != 1 && kPart != 3,
+                 kDots = kPart != 1 && kPart != 2;
+#ifdef MHC_GEMM_PROBE
+  if constexpr (kPart >= 5) {
+    gemm_copy_probe<kWarps, kSlots, kPart>(p);
+    return;
+  }
+#endif
+  extern __shared__ __align__(128) unsigned char smem[];
+  pdl_launch_dependents();
+  const ChunkTileItems items(p.T, p.chunks);
+  if (items.count <= 0) return;  // block-uniform
+  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  const int first_chunk = items.chunk(0), last_chunk = items.chunk(items.count - 1);
+  // The first chunk's fragments are weights: their copies overlap the end of the kernel before.
+  load_fragments<kGemmThreads>(p, smem, first_chunk, static_cast<int>(threadIdx.x));
+  cp_async_commit();
+  pdl_wait();
+  const OwnerSteps steps(items, warp, kWarps);  // this warp's steps
+  unsigned char* ring = smem + kFragBytes + warp * kSlots * kSlotBytes;
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) {
+    if (kCopies && s < steps.count) issue_step(p, items, steps.item(s), s % kN, ring + s * kSlotBytes, lane);
+    cp_async_commit();
+  }
+  float part[kMTiles][3][4];
+  float sq[kUnits];
+  int s = 0;
+  for (int chunk = first_chunk; chunk <= last_chunk; ++chunk) {
+    if (chunk != first_chunk) {
+      __syncthreads();  // every warp is done with the previous chunk's fragments
+      load_fragments<kGemmThreads>(p, smem, chunk, static_cast<int>(threadIdx.x));
+      cp_async_commit();
+      cp_async_wait<0>();
+    } else {
+      cp_async_wait<kSlots>();  // the fragments (the ring's first copies may still be in flight)
+    }
+    __syncthreads();  // the chunk's fragments are visible to every warp
+    const uint2* frag = reinterpret_cast<const uint2*>(smem);
+#pragma unroll 1
+    for (; s < steps.count; ++s) {
+      const int local = steps.item(s);
+      if (items.chunk(local) != chunk) break;
+      const int j = s % kN;
+      unsigned char* slot = ring + (s % kSlots) * kSlotBytes;
+      cp_async_wait<kSlots - 1>();  // this lane's copies of step s have landed
+      __syncwarp();                     // and the other lanes'
+      if constexpr (kDoSquares) square_sums(slot, lane, j == 0, sq);
+      if constexpr (kDots) {
+        stream_dots(slot, frag + j * kMmaSteps * kNTiles * 32, lane, j == 0, part);
+      } else if (j == 0) {
+        for (auto& m : part) for (auto& b : m) for (float& c : b) c = 0.0f;
+      }
+      if (j == kN - 1) {
+        store_dots(p, chunk, items.tile(local), lane, part);
+        if constexpr (kDoSquares) store_squares(p, chunk, items.tile(local), lane, sq);
+      }
+      __syncwarp();  // every lane is done reading the slot
+      const int next = s + kSlots;
+      if (kCopies && next < steps.count) issue_step(p, items, steps.item(next), next % kN, slot, lane);
+      cp_async_commit();
+    }
+  }
+}
+
 }  // namespace
 
 bool configure_gemm_kernel(int device) {
@@ -215,10 +223,10 @@ bool launch_copy_probe_as(const N4Params& p, const LaunchCtx& ctx, int part, int
   static_assert(kSmem <= 227 * 1024, "probe shape's shared memory");
   int device = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&device));
-  static const bool allowed = allow_dynamic_smem(gemm_copy_probe<kWarps, kSlots, kPart>, device, kSmem);
+  static const bool allowed = allow_dynamic_smem(gemm_kernel<true, kWarps, kSlots, kPart>, device, kSmem);
   MHC_CHECK(allowed, "gemm probe: shared memory");
   const unsigned blocks = item_grid((p.T + kTile - 1) / kTile * p.chunks, ctx.num_sms, "gemm_kernel");
-  launch_kernel(gemm_copy_probe<kWarps, kSlots, kPart>, dim3(blocks), kWarps * 32, kSmem, ctx, p);
+  launch_kernel(gemm_kernel<true, kWarps, kSlots, kPart>, dim3(blocks), kWarps * 32, kSmem, ctx, p);
   return true;
 }
 
