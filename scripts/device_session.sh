@@ -9,7 +9,7 @@
 # ncu (decode_chunk_kernel), probe (decode_chunk_kernel's parts), ncugemm, wg (wgmma rows),
 # sinkhorn (bench/probes/sinkhorn_forms.cu), step (V4-Flash decode step), prefill (rows given in MHC_S7_PREFILL),
 # new (session 11's pair GEMM against the staged and TMA GEMMs), warmup (mhc warmup's
-# create and first-call rows), gemmprobe (gemm_kernel taken apart), nsys (per-kernel times), san (the tools of MHC_S7_SAN_TOOLS over MHC_S7_SAN_FILTER).
+# create and first-call rows), gemmprobe (gemm_kernel taken apart), san (the tools of MHC_S7_SAN_TOOLS over MHC_S7_SAN_FILTER).
 # Everything lands under $OUT/r; $OUT/summary.txt and $OUT/results.tgz come back.
 set -u
 export OUT=${OUT:-/tmp/o}
@@ -197,24 +197,6 @@ if [[ "$steps" == *" gemmprobe "* ]]; then
     MHC_GEMM_PROBE="$sh" timeout 30 ../build-s7-gprobe/tools/mhc bench --ops mixes --modes plain --H 4096,7168 --T 4096,16384 \
       --variant mixes.cuda_n4_staged --budget-s ${MHC_S7_GPROBE_S:-5} 2>&1 | rows | sed "s/^/gprobe $sh: /"
   done | tee -a "$R/summary.txt"
-fi
-
-if [[ "$steps" == *" nsys "* ]]; then
-  # Per-kernel times of rows (MHC_S7_NSYS: bench arguments), from Nsight Systems.
-  S nsys
-  which nsys >> "$R/summary.txt" 2>&1
-  i=0
-  IFS=';' read -ra nrows <<< "${MHC_S7_NSYS:-}"
-  for a in "${nrows[@]}"; do
-    i=$((i + 1))
-    timeout 60 nsys profile -t cuda --cuda-graph-trace=node -o "$R/nsys-$i" --force-overwrite true $B bench $a --budget-s 4 > "$R/nsys-$i.log" 2>&1
-    echo "nsys $i: $a" | tee -a "$R/summary.txt"
-    timeout 60 nsys stats -q --report cuda_gpu_kern_sum --format csv "$R/nsys-$i.nsys-rep" > "$R/nsys-$i.csv" 2>&1
-    python3 -c 'import csv,sys
-r=list(csv.DictReader(sys.stdin))
-for x in r[:8]: print("  %-60.60s n=%s avg %.1f us med %.1f" % (x["Name"], x["Instances"], float(x["Avg (ns)"])/1e3, float(x["Med (ns)"])/1e3))' < "$R/nsys-$i.csv" 2>&1 | tee -a "$R/summary.txt"
-    rm -f "$R/nsys-$i.nsys-rep" "$R/nsys-$i.sqlite"
-  done
 fi
 
 if [[ "$steps" == *" san "* ]]; then

@@ -60,6 +60,10 @@ static_assert(kGemmSmem <= 227 * 1024, "gemm_kernel shared memory");
 // padded to 272 bytes, kSlots slots a warp completing on an mbarrier each; kPart 6: 16-byte
 // ld.global.cg into registers, then st.shared (one step in flight a warp). gemm_kernel runs it
 // for those parts.
+constexpr int kCopyProbeRow = 272;  // a padded slot row: 256 bytes of data + 16
+// The ring (rows of kCopyProbeRow bytes) and one mbarrier per slot.
+constexpr int copy_probe_smem(int warps, int slots) { return warps * slots * (kTile * kCopyProbeRow + 8); }
+
 __device__ __forceinline__ void bulk_row(uint32_t dst, const void* src, uint32_t bar) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 256, [%2];\n" ::"r"(dst),
@@ -71,7 +75,7 @@ __device__ __forceinline__ void bulk_row(uint32_t dst, const void* src, uint32_t
 template <int kWarps, int kSlots, int kPart>
 __device__ __forceinline__ void gemm_copy_probe(const N4Params& p) {
   extern __shared__ __align__(128) unsigned char smem[];
-  constexpr int kRow = 272, kSlot = kTile * kRow;
+  constexpr int kRow = kCopyProbeRow, kSlot = kTile * kRow;
   pdl_launch_dependents();
   const ChunkTileItems items(p.T, p.chunks);
   if (items.count <= 0) return;
@@ -217,23 +221,9 @@ bool configure_gemm_kernel(int device) {
 // MHC_GEMM_PROBE="part warps slots" (see gemm_kernel): one of the listed shapes, for the
 // diagnostics build only.
 template <int kPart, int kWarps, int kSlots>
-bool launch_copy_probe_as(const N4Params& p, const LaunchCtx& ctx, int part, int warps, int slots) {
-  if (part != kPart || warps != kWarps || slots != kSlots) return false;
-  constexpr int kSmem = kWarps * kSlots * (kTile * 272 + 8);
-  static_assert(kSmem <= 227 * 1024, "probe shape's shared memory");
-  int device = 0;
-  MHC_CUDA_CHECK(cudaGetDevice(&device));
-  static const bool allowed = allow_dynamic_smem(gemm_kernel<true, kWarps, kSlots, kPart>, device, kSmem);
-  MHC_CHECK(allowed, "gemm probe: shared memory");
-  const unsigned blocks = item_grid((p.T + kTile - 1) / kTile * p.chunks, ctx.num_sms, "gemm_kernel");
-  launch_kernel(gemm_kernel<true, kWarps, kSlots, kPart>, dim3(blocks), kWarps * 32, kSmem, ctx, p);
-  return true;
-}
-
-template <int kPart, int kWarps, int kSlots>
 bool launch_gemm_probe_as(const N4Params& p, const LaunchCtx& ctx, int part, int warps, int slots) {
   if (part != kPart || warps != kWarps || slots != kSlots) return false;
-  constexpr int kSmem = gemm_smem(kWarps, kSlots);
+  constexpr int kSmem = kPart >= 5 ? copy_probe_smem(kWarps, kSlots) : gemm_smem(kWarps, kSlots);
   static_assert(kSmem <= 227 * 1024, "probe shape's shared memory");
   int device = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&device));
@@ -261,10 +251,10 @@ bool launch_gemm_probe(const N4Params& p, const LaunchCtx& ctx) {
   const bool ok = launch_gemm_probe_part<0>(p, ctx, part, warps, slots) || launch_gemm_probe_part<1>(p, ctx, part, warps, slots) ||
                   launch_gemm_probe_part<2>(p, ctx, part, warps, slots) || launch_gemm_probe_part<3>(p, ctx, part, warps, slots) ||
                   launch_gemm_probe_part<4>(p, ctx, part, warps, slots) ||
-                  launch_copy_probe_as<5, 8, 2>(p, ctx, part, warps, slots) || launch_copy_probe_as<5, 8, 3>(p, ctx, part, warps, slots) ||
-                  launch_copy_probe_as<5, 4, 4>(p, ctx, part, warps, slots) || launch_copy_probe_as<5, 4, 6>(p, ctx, part, warps, slots) ||
-                  launch_copy_probe_as<5, 6, 4>(p, ctx, part, warps, slots) ||
-                  launch_copy_probe_as<6, 8, 1>(p, ctx, part, warps, slots) || launch_copy_probe_as<6, 16, 1>(p, ctx, part, warps, slots);
+                  launch_gemm_probe_as<5, 8, 2>(p, ctx, part, warps, slots) || launch_gemm_probe_as<5, 8, 3>(p, ctx, part, warps, slots) ||
+                  launch_gemm_probe_as<5, 4, 4>(p, ctx, part, warps, slots) || launch_gemm_probe_as<5, 4, 6>(p, ctx, part, warps, slots) ||
+                  launch_gemm_probe_as<5, 6, 4>(p, ctx, part, warps, slots) ||
+                  launch_gemm_probe_as<6, 8, 1>(p, ctx, part, warps, slots) || launch_gemm_probe_as<6, 16, 1>(p, ctx, part, warps, slots);
   MHC_CHECK(ok, "MHC_GEMM_PROBE: no such shape: ", env);
   return true;
 }
