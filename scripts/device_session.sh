@@ -101,6 +101,18 @@ if [[ "$steps" == *" ncugemm "* ]]; then
     > "$R/ncu-$K.txt" 2>&1; echo "ncu $K rc=$?" | tee -a "$R/summary.txt"
 fi
 
+if [[ "$steps" == *" ncuchain "* ]]; then
+  # Each kernel of one staged call (post_pre and pre normal_fold, H = 4096, T = 16384): its
+  # duration and DRAM bytes, so the composition's time splits into its stages.
+  S ncuchain
+  for op in post_pre pre; do
+    timeout 90 ncu --clock-control none -k regex:"post_kernel|gemm_kernel|finalize_kernel|collapse_stream_kernel" --launch-skip 12 --launch-count 4 \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__warps_active.avg.pct_of_peak_sustained_active,sm__inst_executed.sum \
+      $B bench --ops $op --modes normal_fold --H 4096 --T 16384 --reps 2 --budget-s 20 > "$R/ncuchain-$op.txt" 2>&1
+    echo "ncuchain $op rc=$?"; grep -E "_kernel|duration|dram__|warps_active|inst_executed" "$R/ncuchain-$op.txt" | grep -v PROF | sed 's/^ */  /; s/(N4Params).*//'
+  done | tee -a "$R/summary.txt"
+fi
+
 if [[ "$steps" == *" wg "* ]]; then
   # The wgmma rows (explicit variants) against the dispatched staged plan, same run.
   S wg
@@ -194,8 +206,19 @@ if [[ "$steps" == *" gemmprobe "* ]]; then
   cmake --build ../build-s7-gprobe --target mhc_cli > "$R/gprobe-build.log" 2>&1 || tail -5 "$R/gprobe-build.log"
   IFS=';' read -ra shapes <<< "${MHC_S7_GPROBE:-0 8 2;1 8 2;2 8 2;3 8 2;4 8 2;0 6 3;1 6 3;3 6 3;4 6 3;0 4 4;0 8 1;1 8 1;0 4 2}"
   for sh in "${shapes[@]}"; do
-    MHC_GEMM_PROBE="$sh" timeout 30 ../build-s7-gprobe/tools/mhc bench --ops mixes --modes plain --H 4096,7168 --T 4096,16384 \
+    # a shape "part warps slots nofin" runs without finalize_kernel (MHC_GEMM_PROBE_NOFIN)
+    nofin=""; [[ "$sh" == *nofin ]] && nofin=1
+    MHC_GEMM_PROBE="${sh% nofin}" MHC_GEMM_PROBE_NOFIN=$nofin timeout 30 ../build-s7-gprobe/tools/mhc bench --ops mixes --modes plain --H 4096,7168 --T 4096,16384 \
       --variant mixes.cuda_n4_staged --budget-s ${MHC_S7_GPROBE_S:-5} 2>&1 | rows | sed "s/^/gprobe $sh: /"
+  done | tee -a "$R/summary.txt"
+  # MHC_S7_GPROBE_NCU: probe parts whose gemm_kernel and finalize_kernel Nsight Compute times
+  # (duration, DRAM bytes read and written) at H = 4096, T = 16384.
+  for part in ${MHC_S7_GPROBE_NCU:-}; do
+    MHC_GEMM_PROBE="$part 8 2" timeout 60 ncu --clock-control none -k regex:"gemm_kernel|finalize_kernel" --launch-skip 4 --launch-count 2 \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_op_write.sum,lts__t_sectors_op_read.sum \
+      ../build-s7-gprobe/tools/mhc bench --ops mixes --modes plain --H 4096 --T 16384 --variant mixes.cuda_n4_staged --reps 2 --budget-s 20 \
+      > "$R/gprobe-ncu-$part.txt" 2>&1
+    echo "gprobe ncu part $part rc=$?"; grep -E "gemm_kernel|finalize_kernel|duration|dram__|lts__" "$R/gprobe-ncu-$part.txt" | sed 's/^ */  /' | head -24
   done | tee -a "$R/summary.txt"
 fi
 

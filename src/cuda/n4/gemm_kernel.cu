@@ -141,15 +141,18 @@ __device__ __forceinline__ void gemm_copy_probe(const N4Params& p) {
 // Diagnostics (a build with -DMHC_GEMM_PROBE; MHC_GEMM_PROBE="part warps slots" in the
 // environment, see launch_gemm_kernel): kPart 0 is the kernel; 1 the copies alone, 2 the copies
 // and the square sums, 3 the copies and the dots, 4 the dots and square sums on whatever the
-// slots hold, with no copies; 5 and 6 the copies by other means (gemm_copy_probe). Only 0 gives
-// correct partials.
+// slots hold, with no copies; 5 and 6 the copies by other means (gemm_copy_probe); 7 the copies
+// and 8 the arithmetic without copies, neither storing partials; 9 the kernel storing its
+// partials chunk-major ([chunk][t][25], 3200 contiguous bytes an item, where the real layout
+// scatters an item's tokens 100 bytes apart at a token stride). Only 0 gives correct partials.
 template <bool kSquares, int kWarps = kGemmWarps, int kSlots = kGemmSlots, int kPart = 0>
 __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) {
   constexpr int kGemmThreads = kWarps * 32;
-  constexpr bool kCopies = kPart != 4, kDoSquares = kSquares && kPart != 1 && kPart != 3,
-                 kDots = kPart != 1 && kPart != 2;
+  constexpr bool kCopies = kPart != 4 && kPart != 8, kDoSquares = kSquares && kPart != 1 && kPart != 3 && kPart != 7,
+                 kDots = kPart != 1 && kPart != 2 && kPart != 7, kStores = kPart != 7 && kPart != 8,
+                 kChunkMajor = kPart == 9;
 #ifdef MHC_GEMM_PROBE
-  if constexpr (kPart >= 5) {
+  if constexpr (kPart == 5 || kPart == 6) {
     gemm_copy_probe<kWarps, kSlots, kPart>(p);
     return;
   }
@@ -199,9 +202,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) 
       } else if (j == 0) {
         for (auto& m : part) for (auto& b : m) for (float& c : b) c = 0.0f;
       }
-      if (j == kN - 1) {
-        store_dots(p, chunk, items.tile(local), lane, part);
-        if constexpr (kDoSquares) store_squares(p, chunk, items.tile(local), lane, sq);
+      if (j == kN - 1 && (kStores || p.T < 0)) {  // p.T < 0 never: parts 7, 8 keep their arithmetic
+        store_dots<kChunkMajor>(p, chunk, items.tile(local), lane, part);
+        if constexpr (kDoSquares) store_squares<kChunkMajor>(p, chunk, items.tile(local), lane, sq);
       }
       __syncwarp();  // every lane is done reading the slot
       const int next = s + kSlots;
@@ -223,7 +226,7 @@ bool configure_gemm_kernel(int device) {
 template <int kPart, int kWarps, int kSlots>
 bool launch_gemm_probe_as(const N4Params& p, const LaunchCtx& ctx, int part, int warps, int slots) {
   if (part != kPart || warps != kWarps || slots != kSlots) return false;
-  constexpr int kSmem = kPart >= 5 ? copy_probe_smem(kWarps, kSlots) : gemm_smem(kWarps, kSlots);
+  constexpr int kSmem = kPart == 5 || kPart == 6 ? copy_probe_smem(kWarps, kSlots) : gemm_smem(kWarps, kSlots);
   static_assert(kSmem <= 227 * 1024, "probe shape's shared memory");
   int device = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&device));
@@ -250,7 +253,8 @@ bool launch_gemm_probe(const N4Params& p, const LaunchCtx& ctx) {
   if (std::sscanf(env, "%d %d %d", &part, &warps, &slots) != 3) return false;
   const bool ok = launch_gemm_probe_part<0>(p, ctx, part, warps, slots) || launch_gemm_probe_part<1>(p, ctx, part, warps, slots) ||
                   launch_gemm_probe_part<2>(p, ctx, part, warps, slots) || launch_gemm_probe_part<3>(p, ctx, part, warps, slots) ||
-                  launch_gemm_probe_part<4>(p, ctx, part, warps, slots) ||
+                  launch_gemm_probe_part<4>(p, ctx, part, warps, slots) || launch_gemm_probe_as<7, 8, 2>(p, ctx, part, warps, slots) ||
+                  launch_gemm_probe_as<8, 8, 2>(p, ctx, part, warps, slots) || launch_gemm_probe_as<9, 8, 2>(p, ctx, part, warps, slots) ||
                   launch_gemm_probe_as<5, 8, 2>(p, ctx, part, warps, slots) || launch_gemm_probe_as<5, 8, 3>(p, ctx, part, warps, slots) ||
                   launch_gemm_probe_as<5, 4, 4>(p, ctx, part, warps, slots) || launch_gemm_probe_as<5, 4, 6>(p, ctx, part, warps, slots) ||
                   launch_gemm_probe_as<5, 6, 4>(p, ctx, part, warps, slots) ||

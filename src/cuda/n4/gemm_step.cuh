@@ -144,7 +144,9 @@ __device__ __forceinline__ void stream_dots(const unsigned char* slot, const uin
 
 // The item's partials: the dots of its valid tokens, and the square sums reduced over the 16
 // vectors of each token (xor 8, 4, 2, 1 within the 16 lanes of a half-warp, as mix_kernel).
-// The item's dots: those of its valid tokens into partials[t][chunk][0..23].
+// The item's dots: those of its valid tokens into partials[t][chunk][0..23] (kChunkMajor, the
+// diagnostics build's layout probe only: partials[chunk][t][..]).
+template <bool kChunkMajor = false>
 __device__ __forceinline__ void store_dots(const N4Params& p, int chunk, int64_t tile, int lane,
                                            const float (&part)[kMTiles][3][4]) {
   const int g = lane >> 2, q = lane & 3;
@@ -154,7 +156,7 @@ __device__ __forceinline__ void store_dots(const N4Params& p, int chunk, int64_t
     for (int hh = 0; hh < 2; ++hh) {
       const int64_t t = tile * kTile + m * 16 + g + 8 * hh;
       if (t < p.T) {
-        float* out = p.partials + (t * p.chunks + chunk) * kPartial + 2 * q;
+        float* out = p.partials + (kChunkMajor ? chunk * p.T + t : t * p.chunks + chunk) * kPartial + 2 * q;
 #pragma unroll
         for (int blk = 0; blk < 3; ++blk) {
           out[blk * 8] = part[m][blk][2 * hh];
@@ -167,6 +169,7 @@ __device__ __forceinline__ void store_dots(const N4Params& p, int chunk, int64_t
 
 // The item's square sums: reduced over the 16 vectors of each token (xor 8, 4, 2, 1 within the
 // 16 lanes of a half-warp, as mix_kernel) into partials[t][chunk][24].
+template <bool kChunkMajor = false>
 __device__ __forceinline__ void store_squares(const N4Params& p, int chunk, int64_t tile, int lane,
                                               float (&sq)[kUnits]) {
 #pragma unroll
@@ -180,7 +183,7 @@ __device__ __forceinline__ void store_squares(const N4Params& p, int chunk, int6
 #pragma unroll
   for (int u = 1; u < kUnits; ++u) mine = cv == u ? sq[u] : mine;
   const int64_t t = tile * kTile + 2 * cv + h;
-  if (t < p.T) p.partials[(t * p.chunks + chunk) * kPartial + kRows] = mine;
+  if (t < p.T) p.partials[(kChunkMajor ? chunk * p.T + t : t * p.chunks + chunk) * kPartial + kRows] = mine;
 }
 
 }  // namespace mhc::cuda::n4::gemm_step

@@ -14,6 +14,8 @@
 // collapse_kernel's order and runs the same epilogue, and collapse_stream_kernel has
 // collapse_kernel's collapse arithmetic; post_kernel's outputs are the exact sums rounded once.
 // Slicing never changes a token's result (batch invariance).
+#include <cstdlib>
+
 #include "src/cuda/n4/kernels.hpp"
 #include "src/cuda/variants.hpp"
 
@@ -160,6 +162,10 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
     s.post_squares = sm.post_squares = s.has_post && (gemm == Gemm::kMmaSq || gemm == Gemm::kPair);
     if (s.has_post) launch_post_kernel(s, ctx);
     launch_gemm_stage(sm, ctx, gemm);
+#ifdef MHC_GEMM_PROBE
+    // Diagnostics build: MHC_GEMM_PROBE_NOFIN times the GEMM stage without finalize_kernel.
+    if (const char* nofin = std::getenv("MHC_GEMM_PROBE_NOFIN"); nofin == nullptr || *nofin == '\0')
+#endif
     launch_finalize_kernel(sm, pre, ctx);
     if (!s.has_collapse) continue;
     launch_collapse_stream_kernel(pre_buffer ? with_fresh_pre(s, pre, kN) : s, ctx);
