@@ -8,8 +8,9 @@
 # Steps: record (the benchmark of record), test (GPU subset), decode (decode rows by variant),
 # ncu (decode_chunk_kernel), probe (decode_chunk_kernel's parts), ncugemm, wg (wgmma rows),
 # sinkhorn (bench/probes/sinkhorn_forms.cu), step (V4-Flash decode step), prefill (rows given in MHC_S7_PREFILL),
-# new (session 11's pair GEMM against the staged and TMA GEMMs), warmup (mhc warmup's
-# create and first-call rows), gemmprobe (gemm_kernel taken apart), san (the tools of MHC_S7_SAN_TOOLS over MHC_S7_SAN_FILTER).
+# warmup (mhc warmup's create and first-call rows), gemmprobe (gemm_kernel taken apart), ncuchain
+# (each kernel of a staged call), ab (this tree against another), san (the tools of
+# MHC_S7_SAN_TOOLS over MHC_S7_SAN_FILTER).
 # Everything lands under $OUT/r; $OUT/summary.txt and $OUT/results.tgz come back.
 set -u
 export OUT=${OUT:-/tmp/o}
@@ -137,19 +138,25 @@ if [[ "$steps" == *" sinkhorn "* ]]; then
     > "$R/sinkhorn-build.log" 2>&1 && timeout 60 ../sk 2>&1 | tee -a "$R/summary.txt"
 fi
 
-if [[ "$steps" == *" new "* ]]; then
-  # Session 11's variants (written after its last device call): gemm_pair_kernel (the staged_pair
-  # rows) and, for post_pre, the sums of squares from post_kernel (staged_sq) against gemm_kernel
-  # (the staged rows) and the TMA-fed gemm_wg_kernel, each row alone under a timeout.
-  S new
-  for op in "mixes plain" "pre normal_fold" "head learned_fold" "post_pre normal_fold"; do
-    set -- $op
-    vs="cuda_n4_staged cuda_n4_staged_pair cuda_n4_staged_wg"; [ "$1" = post_pre ] && vs="$vs cuda_n4_staged_sq"
-    for v in $vs; do
-      timeout 40 $B bench --ops "$1" --modes "$2" --H 4096,7168 --T 4096,16384 --variant "$1.$v" \
-        --budget-s ${MHC_S7_NEW_S:-8} --out "$R/new-prefill.jsonl" 2>&1 | rows | tee -a "$R/summary.txt"
+if [[ "$steps" == *" ab "* ]]; then
+  # The same bench rows from this tree and from the tree at MHC_S7_AB_DIR (a `git archive` of the
+  # commit before a change), built alike and run in turn, MHC_S7_AB_ROUNDS times.
+  S ab
+  A=${MHC_S7_AB_DIR:?MHC_S7_AB_DIR: the other tree}
+  (cd "$A" && ln -sfn ../.deps .deps 2>/dev/null; cmake -S . -B ../build-ab -G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=90a \
+    -DCMAKE_CUDA_ARCHITECTURES=90a -DMHC_BUILD_TESTS=OFF -DMHC_CLI11_INCLUDE="$PWD/.deps/cli11" > "$R/ab-configure.log" 2>&1 &&
+    cmake --build ../build-ab --target mhc_cli > "$R/ab-build.log" 2>&1) || { tail -5 "$R/ab-build.log" | tee -a "$R/summary.txt"; }
+  IFS=';' read -ra abops <<< "${MHC_S7_AB_OPS:-mixes plain;pre normal_fold;head learned_fold;post_pre normal_fold}"
+  for round in $(seq ${MHC_S7_AB_ROUNDS:-1}); do
+    for which in before after; do
+      bin=$B; [ $which = before ] && bin=$(dirname "$A")/build-ab/tools/mhc
+      for op in "${abops[@]}"; do
+        set -- $op
+        timeout 40 $bin bench --ops "$1" --modes "$2" --H ${MHC_S7_AB_H:-4096,7168} --T ${MHC_S7_AB_T:-4096,16384} \
+          --budget-s ${MHC_S7_AB_S:-6} --out "$R/ab-$which.jsonl" 2>&1 | rows | sed "s/^/ab $round $which: /"
+      done
     done
-  done
+  done | tee -a "$R/summary.txt"
 fi
 
 if [[ "$steps" == *" step "* ]]; then

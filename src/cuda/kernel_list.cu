@@ -12,7 +12,6 @@ const KernelList& all_kernels() {
     n4::list_mix_kernels(out);
     n4::list_gemm_kernels(out);
     n4::list_gemm_wg_kernels(out);
-    n4::list_gemm_pair_kernels(out);
     n4::list_collapse_kernels(out);
     n4::list_post_kernels(out);
     n4::list_finalize_kernels(out);

@@ -33,7 +33,6 @@ namespace n4 {
 void list_mix_kernels(KernelList& out);              // src/cuda/n4/mix_kernel.cu
 void list_gemm_kernels(KernelList& out);             // src/cuda/n4/gemm_kernel.cu
 void list_gemm_wg_kernels(KernelList& out);          // src/cuda/n4/gemm_wg_kernel.cu
-void list_gemm_pair_kernels(KernelList& out);        // src/cuda/n4/gemm_pair_kernel.cu
 void list_collapse_kernels(KernelList& out);         // src/cuda/n4/collapse_kernel.cu
 void list_post_kernels(KernelList& out);             // src/cuda/n4/post_kernel.cu
 void list_finalize_kernels(KernelList& out);         // src/cuda/n4/finalize_kernel.cu

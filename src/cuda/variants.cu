@@ -41,7 +41,6 @@ std::vector<Variant> cuda_variants() {
       decode("mixes.cuda_n4_decode", Op::kMixes),
       {"mixes.cuda_n4_staged", Op::kMixes, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel", "n4", n4_staged_prefer},
       {"mixes.cuda_n4_staged_wg", Op::kMixes, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel", "n4", n4_staged_prefer},
-      {"mixes.cuda_n4_staged_pair", Op::kMixes, DeviceType::kCUDA, kN4, n4_staged_pair_supports, n4_staged_pair_run, "gemm_pair_kernel -> finalize_kernel", "n4", n4_explicit_only},
       {"mixes.cuda_n4", Op::kMixes, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (epilogue only)", "n4"},
       generic("mixes.cuda_generic", Op::kMixes),
       // collapse
@@ -53,7 +52,6 @@ std::vector<Variant> cuda_variants() {
       decode("pre.cuda_n4_decode", Op::kPre),
       {"pre.cuda_n4_staged", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4_staged_wg", Op::kPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
-      {"pre.cuda_n4_staged_pair", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_pair_supports, n4_staged_pair_run, "gemm_pair_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_explicit_only},
       {"pre.cuda_n4", Op::kPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
       generic("pre.cuda_generic", Op::kPre),
       // pre_broadcast: by fn_b (spec section 4.4) at every T, so one family serves every batch; the
@@ -77,8 +75,6 @@ std::vector<Variant> cuda_variants() {
       decode("post_pre.cuda_n4_decode", Op::kPostPre),
       {"post_pre.cuda_n4_staged", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "post_kernel -> gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4_staged_wg", Op::kPostPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "post_kernel -> gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
-      {"post_pre.cuda_n4_staged_sq", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_sq_supports, n4_staged_sq_run, "post_kernel (with the sums of squares) -> gemm_kernel (dots alone) -> finalize_kernel -> collapse_stream_kernel", "n4", n4_explicit_only},
-      {"post_pre.cuda_n4_staged_pair", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_pair_supports, n4_staged_pair_run, "post_kernel (with the sums of squares) -> gemm_pair_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_explicit_only},
       {"post_pre.cuda_n4", Op::kPostPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel (post fused) -> collapse_kernel", "n4"},
       generic("post_pre.cuda_generic", Op::kPostPre),
       // head
@@ -86,7 +82,6 @@ std::vector<Variant> cuda_variants() {
       decode("head.cuda_n4_decode", Op::kHead),
       {"head.cuda_n4_staged", Op::kHead, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4_staged_wg", Op::kHead, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
-      {"head.cuda_n4_staged_pair", Op::kHead, DeviceType::kCUDA, kN4, n4_staged_pair_supports, n4_staged_pair_run, "gemm_pair_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_explicit_only},
       {"head.cuda_n4", Op::kHead, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (learned) | collapse_kernel", "n4"},
       generic("head.cuda_generic", Op::kHead),
   };

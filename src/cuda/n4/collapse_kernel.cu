@@ -43,8 +43,7 @@ __global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_MIN_BLOCKS) collapse_k
     // then thread r adds the 8 part sums in order.
     if (tid < kPartialSplit * kPartial) {
       const int part = tid / kPartial, r = tid % kPartial;
-      const float* src = p.partials + t * p.chunks * kPartial + r;
-      const float s = chunk_group_sum(part, p.chunks, [&](int c) { return src[c * kPartial]; });
+      const float s = chunk_group_sum(part, p.chunks, [&](int c) { return partial_at(p, t, c)[r]; });
       s_part[part][r] = s;
     }
     __syncthreads();

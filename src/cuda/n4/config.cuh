@@ -74,9 +74,7 @@ struct N4Params {
   const float* comb_mix; int64_t comb_mix_stride;
   const uint2* fn_frag;      // [chunks][4 mma warps][8 k16 steps][9 ntiles][32 lanes]
   bf16_t* residual_out; int64_t residual_out_stride;  // post output, or materialised copies
-  float* partials;           // [T][chunks][25]
-  bool post_squares;         // post_kernel writes partials[..][24] (the sums of squares), the GEMM stage skips them
-                             // (post_pre's staged_sq and staged_pair rows)
+  float* partials;           // [chunks][T][25] (partial_at)
   // phase B
   bool has_mixes, has_collapse;
   PreSource pre_source;
@@ -104,6 +102,14 @@ struct ChunkTileItems {
   __device__ int chunk(int i) const { return (begin + i) / tiles; }
   __device__ int64_t tile(int i) const { return begin + i - chunk(i) * tiles; }
 };
+
+/// The 25 partials of (token t, chunk) among p.T tokens: the layout is [chunk][T][25], so the
+/// partials of a (chunk, tile) item are one contiguous run (3200 bytes for 32 tokens), and so
+/// are the partials of one chunk that a finalize_kernel block reads (a token-major layout
+/// scatters each item's stores 100 bytes apart; docs/performance-history.md, session 13).
+__device__ __forceinline__ float* partial_at(const N4Params& p, int64_t t, int chunk) {
+  return p.partials + (static_cast<int64_t>(chunk) * p.T + t) * kPartial;
+}
 #endif
 
 }  // namespace mhc::cuda::n4

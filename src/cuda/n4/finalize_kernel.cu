@@ -1,21 +1,22 @@
 // src/cuda/n4/finalize_kernel.cu - the mixes epilogue of the staged n = 4 plan
-// (src/cuda/n4/staged.cu): from the partials [token][chunk][25] of p.T tokens, each token's 24
-// dot products and sum of squares in the canonical order (src/cuda/n4/config.cuh), then
-// mixes_epilogue<4> (src/cuda/epilogue.cuh: sigmoids, Sinkhorn), writing the requested mixes
-// and, for a collapse that follows, the fresh pre into a [T][4] buffer of the workspace.
+// (src/cuda/n4/staged.cu): from the partials [chunk][token][25] of p.T tokens (partial_at),
+// each token's 24 dot products and sum of squares in the canonical order
+// (src/cuda/n4/config.cuh), then mixes_epilogue<4> (src/cuda/epilogue.cuh: sigmoids, Sinkhorn),
+// writing the requested mixes and, for a collapse that follows, the fresh pre into a [T][4]
+// buffer of the workspace.
 //
 // Grid mapping: a 256-thread block per run of up to kFinTokens tokens (fewer where T is small,
-// so that every multiprocessor has a block). Thread (g, r) = (tid / 25, tid % 25), tid < 200,
-// sums chunk group g of row r for each of the block's tokens: for a fixed term i it reads
-// partial[t][g + 8i][r] = the float at offset tid + 200 i of token t, so the 200 threads read
-// 200 consecutive floats (coalesced), and the block's tokens are independent loads in flight.
-// Then thread (t, r) adds the 8 group sums in order, and thread t (warp 0) runs the epilogue of
-// token t: the serial chains of 32 tokens share one warp, and several blocks per multiprocessor
-// overlap theirs.
-// Accumulation: the sums of collapse_kernel, bit for bit: group g is the 16 terms
-// chunk g, g + 8, ... in order with 0.0f for chunks >= p.chunks, then the 8 groups in order
-// from group 0 (see group_sum for the zero terms). The epilogue is the shared code path, so the
-// mixes are the bits of the cuda_n4 rows.
+// so that every multiprocessor has a block). The block's partials of one chunk are count x 25
+// consecutive floats; thread tid sums the elements e = tid, tid + 256, .. of that run (element
+// e is row e % 25 of token e / 25) over every chunk, kept as 8 group sums, so each load
+// instruction of the block reads consecutive floats and a thread has a group's worth of chunks
+// (8 loads an element) in flight. Then thread t (warp 0) runs the epilogue of token t: the
+// serial chains of 32 tokens share one warp, and several blocks per multiprocessor overlap
+// theirs.
+// Accumulation: the sums of collapse_kernel, bit for bit: group g is the 16 terms chunk g,
+// g + 8, ... in order with 0.0f for chunks >= p.chunks, then the 8 groups in order from group 0
+// (see finish_group for the zero terms). The epilogue is the shared code path, so the mixes are
+// the bits of the cuda_n4 rows.
 // Envelope: n = 4, H % 512 == 0, H <= 16384 (the n4 envelope); p.partials of p.T tokens.
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/kernels.hpp"
@@ -27,9 +28,10 @@ namespace {
 
 constexpr int kFinTokens = 32;                          // tokens per block at most (one warp of epilogues)
 constexpr int kFinThreads = 256;
-constexpr int kGroupRows = kPartialSplit * kPartial;    // 200 (group, row) sums per token
+constexpr int kRunFloats = kFinTokens * kPartial;       // 800: a block's partials of one chunk
+constexpr int kElems = (kRunFloats + kFinThreads - 1) / kFinThreads;  // elements a thread sums
 constexpr int kGroupTerms = kMaxChunks / kPartialSplit; // 16 terms per group
-static_assert(kGroupRows <= kFinThreads && kFinTokens <= 32, "finalize_kernel mapping");
+static_assert(kFinTokens <= 32, "finalize_kernel: one warp of epilogues");
 
 struct FinalizeParams {
   N4Params p;
@@ -37,8 +39,17 @@ struct FinalizeParams {
   int32_t per_block;  // tokens per block, 1 .. kFinTokens
 };
 
+// Group g's sum once its real terms (chunks g, g + 8, .. < chunks, n_real of them) are added in
+// order: collapse_kernel adds all 16 terms, the missing ones as 0.0f; adding +0.0f k >= 1 times
+// equals adding it once (x + 0 = x except -0 + 0 = +0, and a NaN stays the canonical NaN), so
+// one +0.0f where a zero term exists, and 0.0f for a group without real terms. (No nsz: without
+// fast-math the compiler keeps x + 0.0f.)
+__device__ __forceinline__ float finish_group(float s, int n_real) {
+  if (n_real == 0) return 0.0f;
+  return n_real < kGroupTerms ? s + 0.0f : s;
+}
+
 __global__ void __launch_bounds__(kFinThreads, 2) finalize_kernel(const FinalizeParams f) {
-  __shared__ float s_group[kFinTokens][kGroupRows];  // [token][group][row]
   __shared__ float s_dot[kFinTokens][kPartial];      // [token][row]: 24 dots, sum of squares
   const N4Params& p = f.p;
   pdl_launch_dependents();
@@ -47,45 +58,42 @@ __global__ void __launch_bounds__(kFinThreads, 2) finalize_kernel(const Finalize
   // This block's tokens: [t0, t0 + count), 1 <= count <= per_block.
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * f.per_block;
   const int count = static_cast<int>(p.T - t0 < f.per_block ? p.T - t0 : f.per_block);
-
-  if (tid < kGroupRows) {
-    // Group g of row r: terms i = 0 .. 15 are chunks g + 8i; the chunks that exist come first
-    // (n_real of them), the rest are 0.0f. collapse_kernel adds all 16 terms; adding +0.0f k >= 1
-    // times equals adding it once (x + 0 = x except -0 + 0 = +0, and a NaN stays the canonical
-    // NaN), so the real terms are added in order and then, where a zero term exists, one +0.0f.
-    // (No nsz: without fast-math the compiler keeps x + 0.0f.)
-    const int g = tid / kPartial;
-    const int n_real = g < p.chunks ? (p.chunks - g + kPartialSplit - 1) / kPartialSplit : 0;
-    const float* src = p.partials + t0 * p.chunks * kPartial + tid;
-    const int64_t token_stride = static_cast<int64_t>(p.chunks) * kPartial;
-    float s[kFinTokens];
+  const int run = count * kPartial;                  // the block's floats of one chunk
+  const float* base = partial_at(p, t0, 0);
+  const int64_t chunk_stride = p.T * kPartial;       // floats from one chunk's run to the next
+  float g[kElems][kPartialSplit];                    // group sums of this thread's elements
+  // Chunks in rounds of 8 (one per group): round i holds chunks 8 i .. 8 i + 7, term i of each group.
+  const int rounds = (p.chunks + kPartialSplit - 1) / kPartialSplit;
+  for (int i = 0; i < rounds; ++i) {
+    float v[kElems][kPartialSplit];
 #pragma unroll
-    for (int t = 0; t < kFinTokens; ++t) s[t] = t < count && n_real > 0 ? __ldcg(src + t * token_stride) : 0.0f;
-    for (int i = 1; i < n_real; ++i) {
-      const float* at = src + i * kGroupRows;
-      float v[kFinTokens];
+    for (int k = 0; k < kPartialSplit; ++k) {
+      const int c = i * kPartialSplit + k;
 #pragma unroll
-      for (int t = 0; t < kFinTokens; ++t) v[t] = t < count ? __ldcg(at + t * token_stride) : 0.0f;
-#pragma unroll
-      for (int t = 0; t < kFinTokens; ++t) s[t] += v[t];
-    }
-    if (n_real < kGroupTerms) {
-#pragma unroll
-      for (int t = 0; t < kFinTokens; ++t) s[t] += 0.0f;
+      for (int e = 0; e < kElems; ++e) {
+        const int idx = tid + e * kFinThreads;
+        v[e][k] = c < p.chunks && idx < run ? __ldcg(base + c * chunk_stride + idx) : 0.0f;
+      }
     }
 #pragma unroll
-    for (int t = 0; t < kFinTokens; ++t) {
-      if (t < count) s_group[t][tid] = s[t];
+    for (int e = 0; e < kElems; ++e) {
+#pragma unroll
+      for (int k = 0; k < kPartialSplit; ++k) g[e][k] = i == 0 ? v[e][k] : g[e][k] + v[e][k];
     }
   }
-  __syncthreads();
-  // The 8 group sums of (token, row) in order from group 0.
-  for (int idx = tid; idx < count * kPartial; idx += kFinThreads) {
-    const int t = idx / kPartial, r = idx % kPartial;
-    float s = s_group[t][r];
 #pragma unroll
-    for (int i = 1; i < kPartialSplit; ++i) s += s_group[t][i * kPartial + r];
-    s_dot[t][r] = s;
+  for (int e = 0; e < kElems; ++e) {
+    const int idx = tid + e * kFinThreads;
+    if (idx < run) {
+      // The 8 group sums in order from group 0.
+      float s = finish_group(g[e][0], p.chunks > 0 ? (p.chunks + kPartialSplit - 1) / kPartialSplit : 0);
+#pragma unroll
+      for (int k = 1; k < kPartialSplit; ++k) {
+        const int n_real = k < p.chunks ? (p.chunks - k + kPartialSplit - 1) / kPartialSplit : 0;
+        s += finish_group(g[e][k], n_real);
+      }
+      s_dot[idx / kPartial][idx % kPartial] = s;
+    }
   }
   __syncthreads();
   if (tid < count) {

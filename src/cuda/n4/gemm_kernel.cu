@@ -1,5 +1,5 @@
 // src/cuda/n4/gemm_kernel.cu - the mixes stage of the n = 4 path alone: for p.T tokens of the
-// streams p.residual, the partials [token][chunk][25] (the 24 dots against fn over the chunk's
+// streams p.residual, the partials [chunk][token][25] (the 24 dots against fn over the chunk's
 // 512 k's, then the chunk's sum of squares), the same bits as mix_kernel without a post stage.
 //
 // Grid mapping: at most one 256-thread block per multiprocessor, each with an equal contiguous
@@ -29,8 +29,6 @@
 // (token, chunk, stream) one mma chain per n-tile from zero over the 8 k16 steps in order, the
 // same A rows and B fragments; v = hi + (mid + lo); ((v_0 + v_1) + v_2) + v_3; the square sums
 // as fmaf chains over streams then elements from 0, then the xor 8, 4, 2, 1 butterfly.
-// gemm_kernel<false> (p.post_squares: post_pre's staged_sq row, whose post_kernel already wrote
-// each chunk's sum of squares in this order) runs the dots alone and leaves partials[..][24].
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows (any stream stride, 0 for a
 // broadcast residual); 200 KB of dynamic shared memory (configure_gemm_kernel).
 #include <cstdio>
@@ -39,9 +37,6 @@
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/gemm_step.cuh"
 #include "src/cuda/n4/kernels.hpp"
-#ifdef MHC_GEMM_PROBE
-#include "src/cuda/n4/wgmma.cuh"
-#endif
 
 namespace mhc::cuda::n4 {
 
@@ -54,109 +49,16 @@ constexpr int gemm_smem(int warps, int slots) { return kFragBytes + warps * slot
 constexpr int kGemmSmem = gemm_smem(kGemmWarps, kGemmSlots);  // 200 KB
 static_assert(kGemmSmem <= 227 * 1024, "gemm_kernel shared memory");
 
-#ifdef MHC_GEMM_PROBE
-// Diagnostics only: gemm_kernel's copies by other means, nothing computed (the partials get
-// zeros). kPart 5: one 256-byte bulk copy (TMA, cp.async.bulk) per row and lane into rows
-// padded to 272 bytes, kSlots slots a warp completing on an mbarrier each; kPart 6: 16-byte
-// ld.global.cg into registers, then st.shared (one step in flight a warp). gemm_kernel runs it
-// for those parts.
-constexpr int kCopyProbeRow = 272;  // a padded slot row: 256 bytes of data + 16
-// The ring (rows of kCopyProbeRow bytes) and one mbarrier per slot.
-constexpr int copy_probe_smem(int warps, int slots) { return warps * slots * (kTile * kCopyProbeRow + 8); }
-
-__device__ __forceinline__ void bulk_row(uint32_t dst, const void* src, uint32_t bar) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 256, [%2];\n" ::"r"(dst),
-               "l"(src), "r"(bar)
-               : "memory");
-#endif
-}
-
-template <int kWarps, int kSlots, int kPart>
-__device__ __forceinline__ void gemm_copy_probe(const N4Params& p) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  constexpr int kRow = kCopyProbeRow, kSlot = kTile * kRow;
-  pdl_launch_dependents();
-  const ChunkTileItems items(p.T, p.chunks);
-  if (items.count <= 0) return;
-  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
-  unsigned char* ring = smem + warp * kSlots * kSlot;
-  const uint32_t bars = shared_addr(smem + kWarps * kSlots * kSlot) + warp * kSlots * 8;
-  pdl_wait();
-  const OwnerSteps steps(items, warp, kWarps);
-  float part[kMTiles][3][4];
-  for (auto& m : part) for (auto& b : m) for (float& c : b) c = 0.0f;
-  auto row_src = [&](int s, int r, bool& valid) {
-    const int local = steps.item(s);
-    const int64_t t = items.tile(local) * kTile + r;
-    valid = t < p.T;
-    return p.residual + (valid ? t : 0) * p.residual_stride + (s % kN) * p.res_stream_stride +
-           static_cast<int64_t>(items.chunk(local)) * kChunkCols;
-  };
-  if constexpr (kPart == 5) {
-    if (lane < kSlots) mbar_init(bars + lane * 8, 1);
-    __syncwarp();
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    auto issue = [&](int s) {
-      const uint32_t bar = bars + (s % kSlots) * 8;
-      bool valid;
-      const bf16_t* src = row_src(s, lane, valid);
-      const unsigned ballot = __ballot_sync(0xffffffffu, valid);
-      if (lane == 0) mbar_expect_tx(bar, __popc(ballot) * 256);
-      __syncwarp();
-      if (valid) bulk_row(shared_addr(ring + (s % kSlots) * kSlot + lane * kRow), src, bar);
-    };
-    for (int s = 0; s < kSlots && s < steps.count; ++s) issue(s);
-    for (int s = 0; s < steps.count; ++s) {
-      mbar_wait(bars + (s % kSlots) * 8, (s / kSlots) & 1);
-      if (s % kN == kN - 1) {
-        const int local = steps.item(s);
-        store_dots(p, items.chunk(local), items.tile(local), lane, part);
-      }
-      __syncwarp();
-      if (s + kSlots < steps.count) issue(s + kSlots);
-    }
-  } else {
-    const int h = lane >> 4, vec = lane & 15;
-    for (int s = 0; s < steps.count; ++s) {
-      uint4 v[kTile / 2];
-#pragma unroll
-      for (int rr = 0; rr < kTile / 2; ++rr) {
-        bool valid;
-        const bf16_t* src = row_src(s, 2 * rr + h, valid) + vec * 8;
-        asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v[rr].x), "=r"(v[rr].y), "=r"(v[rr].z), "=r"(v[rr].w) : "l"(src));
-      }
-      unsigned char* slot = ring + (s % kSlots) * kSlot;
-#pragma unroll
-      for (int rr = 0; rr < kTile / 2; ++rr) *reinterpret_cast<uint4*>(slot + (2 * rr + h) * kRow + vec * 16) = v[rr];
-      if (s % kN == kN - 1) {
-        const int local = steps.item(s);
-        store_dots(p, items.chunk(local), items.tile(local), lane, part);
-      }
-    }
-  }
-}
-#endif
-
 // Diagnostics (a build with -DMHC_GEMM_PROBE; MHC_GEMM_PROBE="part warps slots" in the
 // environment, see launch_gemm_kernel): kPart 0 is the kernel; 1 the copies alone, 2 the copies
 // and the square sums, 3 the copies and the dots, 4 the dots and square sums on whatever the
-// slots hold, with no copies; 5 and 6 the copies by other means (gemm_copy_probe); 7 the copies
-// and 8 the arithmetic without copies, neither storing partials; 9 the kernel storing its
-// partials chunk-major ([chunk][t][25], 3200 contiguous bytes an item, where the real layout
-// scatters an item's tokens 100 bytes apart at a token stride). Only 0 gives correct partials.
-template <bool kSquares, int kWarps = kGemmWarps, int kSlots = kGemmSlots, int kPart = 0>
+// slots hold, with no copies; 5 the copies and 6 the arithmetic without copies, neither storing
+// partials. Only 0 gives correct partials.
+template <int kWarps = kGemmWarps, int kSlots = kGemmSlots, int kPart = 0>
 __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) {
   constexpr int kGemmThreads = kWarps * 32;
-  constexpr bool kCopies = kPart != 4 && kPart != 8, kDoSquares = kSquares && kPart != 1 && kPart != 3 && kPart != 7,
-                 kDots = kPart != 1 && kPart != 2 && kPart != 7, kStores = kPart != 7 && kPart != 8,
-                 kChunkMajor = kPart == 9;
-#ifdef MHC_GEMM_PROBE
-  if constexpr (kPart == 5 || kPart == 6) {
-    gemm_copy_probe<kWarps, kSlots, kPart>(p);
-    return;
-  }
-#endif
+  constexpr bool kCopies = kPart != 4 && kPart != 6, kDoSquares = kPart != 1 && kPart != 3 && kPart != 5,
+                 kDots = kPart != 1 && kPart != 2 && kPart != 5, kStores = kPart != 5 && kPart != 6;
   extern __shared__ __align__(128) unsigned char smem[];
   pdl_launch_dependents();
   const ChunkTileItems items(p.T, p.chunks);
@@ -202,9 +104,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) 
       } else if (j == 0) {
         for (auto& m : part) for (auto& b : m) for (float& c : b) c = 0.0f;
       }
-      if (j == kN - 1 && (kStores || p.T < 0)) {  // p.T < 0 never: parts 7, 8 keep their arithmetic
-        store_dots<kChunkMajor>(p, chunk, items.tile(local), lane, part);
-        if constexpr (kDoSquares) store_squares<kChunkMajor>(p, chunk, items.tile(local), lane, sq);
+      if (j == kN - 1 && (kStores || p.T < 0)) {  // p.T < 0 never: parts 5, 6 keep their arithmetic
+        store_dots(p, chunk, items.tile(local), lane, part);
+        if constexpr (kDoSquares) store_squares(p, chunk, items.tile(local), lane, sq);
       }
       __syncwarp();  // every lane is done reading the slot
       const int next = s + kSlots;
@@ -217,7 +119,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) 
 }  // namespace
 
 bool configure_gemm_kernel(int device) {
-  return allow_dynamic_smem(gemm_kernel<true>, device, kGemmSmem) && allow_dynamic_smem(gemm_kernel<false>, device, kGemmSmem);
+  return allow_dynamic_smem(gemm_kernel<>, device, kGemmSmem);
 }
 
 #ifdef MHC_GEMM_PROBE
@@ -226,14 +128,14 @@ bool configure_gemm_kernel(int device) {
 template <int kPart, int kWarps, int kSlots>
 bool launch_gemm_probe_as(const N4Params& p, const LaunchCtx& ctx, int part, int warps, int slots) {
   if (part != kPart || warps != kWarps || slots != kSlots) return false;
-  constexpr int kSmem = kPart == 5 || kPart == 6 ? copy_probe_smem(kWarps, kSlots) : gemm_smem(kWarps, kSlots);
+  constexpr int kSmem = gemm_smem(kWarps, kSlots);
   static_assert(kSmem <= 227 * 1024, "probe shape's shared memory");
   int device = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&device));
-  static const bool allowed = allow_dynamic_smem(gemm_kernel<true, kWarps, kSlots, kPart>, device, kSmem);
+  static const bool allowed = allow_dynamic_smem(gemm_kernel<kWarps, kSlots, kPart>, device, kSmem);
   MHC_CHECK(allowed, "gemm probe: shared memory");
   const unsigned blocks = item_grid((p.T + kTile - 1) / kTile * p.chunks, ctx.num_sms, "gemm_kernel");
-  launch_kernel(gemm_kernel<true, kWarps, kSlots, kPart>, dim3(blocks), kWarps * 32, kSmem, ctx, p);
+  launch_kernel(gemm_kernel<kWarps, kSlots, kPart>, dim3(blocks), kWarps * 32, kSmem, ctx, p);
   return true;
 }
 
@@ -248,17 +150,13 @@ bool launch_gemm_probe_part(const N4Params& p, const LaunchCtx& ctx, int part, i
 
 bool launch_gemm_probe(const N4Params& p, const LaunchCtx& ctx) {
   const char* env = std::getenv("MHC_GEMM_PROBE");
-  if (env == nullptr || p.post_squares) return false;
+  if (env == nullptr) return false;
   int part = 0, warps = 8, slots = 2;
   if (std::sscanf(env, "%d %d %d", &part, &warps, &slots) != 3) return false;
   const bool ok = launch_gemm_probe_part<0>(p, ctx, part, warps, slots) || launch_gemm_probe_part<1>(p, ctx, part, warps, slots) ||
                   launch_gemm_probe_part<2>(p, ctx, part, warps, slots) || launch_gemm_probe_part<3>(p, ctx, part, warps, slots) ||
-                  launch_gemm_probe_part<4>(p, ctx, part, warps, slots) || launch_gemm_probe_as<7, 8, 2>(p, ctx, part, warps, slots) ||
-                  launch_gemm_probe_as<8, 8, 2>(p, ctx, part, warps, slots) || launch_gemm_probe_as<9, 8, 2>(p, ctx, part, warps, slots) ||
-                  launch_gemm_probe_as<5, 8, 2>(p, ctx, part, warps, slots) || launch_gemm_probe_as<5, 8, 3>(p, ctx, part, warps, slots) ||
-                  launch_gemm_probe_as<5, 4, 4>(p, ctx, part, warps, slots) || launch_gemm_probe_as<5, 4, 6>(p, ctx, part, warps, slots) ||
-                  launch_gemm_probe_as<5, 6, 4>(p, ctx, part, warps, slots) ||
-                  launch_gemm_probe_as<6, 8, 1>(p, ctx, part, warps, slots) || launch_gemm_probe_as<6, 16, 1>(p, ctx, part, warps, slots);
+                  launch_gemm_probe_part<4>(p, ctx, part, warps, slots) || launch_gemm_probe_as<5, 8, 2>(p, ctx, part, warps, slots) ||
+                  launch_gemm_probe_as<6, 8, 2>(p, ctx, part, warps, slots);
   MHC_CHECK(ok, "MHC_GEMM_PROBE: no such shape: ", env);
   return true;
 }
@@ -271,7 +169,7 @@ void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx) {
 #ifdef MHC_GEMM_PROBE
   if (launch_gemm_probe(p, ctx)) return;
 #endif
-  launch_kernel(p.post_squares ? gemm_kernel<false> : gemm_kernel<true>, dim3(blocks), kGemmWarps * 32, kGemmSmem, ctx, p);
+  launch_kernel(gemm_kernel<>, dim3(blocks), kGemmWarps * 32, kGemmSmem, ctx, p);
 }
 
 }  // namespace mhc::cuda::n4
@@ -280,6 +178,5 @@ void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx) {
 // that every launched kernel is listed).
 #include "src/cuda/kernel_list.cuh"
 void mhc::cuda::n4::list_gemm_kernels(KernelList& out) {
-  add_kernel(out, gemm_kernel<true>, "n4::gemm_kernel<true>");
-  add_kernel(out, gemm_kernel<false>, "n4::gemm_kernel<false> (sums of squares from post_kernel)");
+  add_kernel(out, gemm_kernel<>, "n4::gemm_kernel");
 }

@@ -1,8 +1,8 @@
 // src/cuda/n4/gemm_step.cuh - the pieces of one step of the mma.sync GEMM stage that
-// gemm_kernel and gemm_pair_kernel share: a step is stream j of an item's 32 tokens x the
+// gemm_kernel runs: a step is stream j of an item's 32 tokens x the
 // chunk's 128 columns (8 KB of bf16 in a swizzled shared-memory slot), copied by cp.async,
 // then its square sums (fmaf chains) and its 24 dots (mma.m16n8k16 chains against the chunk's
-// B fragments); an item's partials [token][chunk][25] are stored after its 4th step. Every
+// B fragments); an item's partials (partial_at) are stored after its 4th step. Every
 // value is computed here once, in the canonical order of config.cuh, so both kernels give the
 // same bits.
 #pragma once
@@ -20,7 +20,7 @@ constexpr int kUnits = kTile * kSlotVecs / 32;         // square-sum units per l
 static_assert(kSlotVecs == 16 && kUnits == 16, "a warp copy covers two slot rows; a lane's vector is lane % 16");
 static_assert(kMmaSteps * 16 == kChunkCols && kNTiles == 9, "the step's mma shape");
 
-/// The steps of one owner of a ring (a warp of gemm_kernel, a pair of gemm_pair_kernel): its
+/// The steps of one owner of a ring (a warp of gemm_kernel): its
 /// block-local items are owner + owners * k, and step s is stream s % 4 of item s / 4.
 struct OwnerSteps {
   int owner, owners, count;  // count: the owner's steps
@@ -144,9 +144,7 @@ __device__ __forceinline__ void stream_dots(const unsigned char* slot, const uin
 
 // The item's partials: the dots of its valid tokens, and the square sums reduced over the 16
 // vectors of each token (xor 8, 4, 2, 1 within the 16 lanes of a half-warp, as mix_kernel).
-// The item's dots: those of its valid tokens into partials[t][chunk][0..23] (kChunkMajor, the
-// diagnostics build's layout probe only: partials[chunk][t][..]).
-template <bool kChunkMajor = false>
+// The item's dots: those of its valid tokens into partial_at(t, chunk)[0..23].
 __device__ __forceinline__ void store_dots(const N4Params& p, int chunk, int64_t tile, int lane,
                                            const float (&part)[kMTiles][3][4]) {
   const int g = lane >> 2, q = lane & 3;
@@ -156,7 +154,7 @@ __device__ __forceinline__ void store_dots(const N4Params& p, int chunk, int64_t
     for (int hh = 0; hh < 2; ++hh) {
       const int64_t t = tile * kTile + m * 16 + g + 8 * hh;
       if (t < p.T) {
-        float* out = p.partials + (kChunkMajor ? chunk * p.T + t : t * p.chunks + chunk) * kPartial + 2 * q;
+        float* out = partial_at(p, t, chunk) + 2 * q;
 #pragma unroll
         for (int blk = 0; blk < 3; ++blk) {
           out[blk * 8] = part[m][blk][2 * hh];
@@ -168,8 +166,7 @@ __device__ __forceinline__ void store_dots(const N4Params& p, int chunk, int64_t
 }
 
 // The item's square sums: reduced over the 16 vectors of each token (xor 8, 4, 2, 1 within the
-// 16 lanes of a half-warp, as mix_kernel) into partials[t][chunk][24].
-template <bool kChunkMajor = false>
+// 16 lanes of a half-warp, as mix_kernel) into partial_at(t, chunk)[24].
 __device__ __forceinline__ void store_squares(const N4Params& p, int chunk, int64_t tile, int lane,
                                               float (&sq)[kUnits]) {
 #pragma unroll
@@ -183,7 +180,7 @@ __device__ __forceinline__ void store_squares(const N4Params& p, int chunk, int6
 #pragma unroll
   for (int u = 1; u < kUnits; ++u) mine = cv == u ? sq[u] : mine;
   const int64_t t = tile * kTile + 2 * cv + h;
-  if (t < p.T) p.partials[(kChunkMajor ? chunk * p.T + t : t * p.chunks + chunk) * kPartial + kRows] = mine;
+  if (t < p.T) partial_at(p, t, chunk)[kRows] = mine;
 }
 
 }  // namespace mhc::cuda::n4::gemm_step

@@ -1,6 +1,6 @@
 // src/cuda/n4/gemm_wg_kernel.cu - the mixes stage of the n = 4 path on Hopper's warpgroup MMA
 // (wgmma, sm_90a) fed by the tensor memory accelerator (TMA): for p.T tokens of the streams
-// p.residual, the partials [token][chunk][25] (the 24 dots against fn over the chunk's 512 k's,
+// p.residual, the partials [chunk][token][25] (the 24 dots against fn over the chunk's 512 k's,
 // then the chunk's sum of squares), the same bits as gemm_kernel and mix_kernel.
 //
 // Why: gemm_kernel (mma.sync) issues ~115 instructions per KB of x and streams at ~52% of copy
@@ -115,7 +115,7 @@ __device__ __forceinline__ void store_item(const N4Params& p, int chunk, int64_t
   const float other = __shfl_xor_sync(0xffffffffu, mine, 16);
   const int w = t >> 5, lane = t & 31;
   const int64_t tok = tile * kWgTile + w * 16 + (lane & 15);
-  if (lane < 16 && tok < p.T) p.partials[(tok * p.chunks + chunk) * kPartial + kRows] = mine + other;
+  if (lane < 16 && tok < p.T) partial_at(p, tok, chunk)[kRows] = mine + other;
 }
 
 #endif

@@ -22,12 +22,6 @@ bool configure_mix_kernel(int device);
 void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// Sets gemm_kernel's dynamic shared memory limit (200 KB) on `device`; false where it has less.
 bool configure_gemm_kernel(int device);
-/// gemm_pair_kernel (gemm_pair_kernel.cu): gemm_kernel's contract and bits, the dots and the
-/// square sums on two warps of a pair.
-void launch_gemm_pair_kernel(const N4Params& p, const LaunchCtx& ctx);
-/// Allows gemm_pair_kernel its 216 KB of dynamic shared memory on `device`; false where the
-/// device's opt-in limit is smaller.
-bool configure_gemm_pair_kernel(int device);
 /// gemm_wg_kernel (gemm_wg_kernel.cu): gemm_kernel's contract and bits on wgmma (sm_90a).
 void launch_gemm_wg_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// True where `device` is compute capability 9.0, this binary has gemm_wg_kernel's sm_90a code
@@ -36,8 +30,7 @@ bool configure_gemm_wg_kernel(int device);
 /// collapse_kernel (collapse_kernel.cu): epilogue of the partials (p.has_mixes) and collapse.
 void launch_collapse_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// post_kernel (post_kernel.cu): post alone. `variant` picks the kernel's form (same bits):
-/// kPostFlat one thread per (token, 8 columns), grid-stride (the only form that writes the sums
-/// of squares of p.post_squares); kPostRows a block per token row,
+/// kPostFlat one thread per (token, 8 columns), grid-stride; kPostRows a block per token row,
 /// the token's weights once; kPostPipelined kPostRows with the next step's loads in flight;
 /// kPostAuto kPostFlat, the fastest of the three at every T measured on the H200
 /// (docs/performance.md).

@@ -1,5 +1,5 @@
 // src/cuda/n4/mix_kernel.cu - phase A of the n = 4 path: the post stage (optional) and the
-// tensor-core dots of every (token, chunk), written as partials [token][chunk][25].
+// tensor-core dots of every (token, chunk), written as partials [chunk][token][25].
 //
 // Grid mapping: one 640-thread block per multiprocessor, each with an equal contiguous range of
 // the (chunk, 32-token tile) items in chunk-major order (a chunk is 128 hidden columns of all
@@ -114,7 +114,7 @@ __device__ __forceinline__ void mix_post_item(const N4Params& p, unsigned char* 
   }
   // The token's 16 threads are 16 consecutive lanes: fixed-order butterfly.
   const float sq = chunk_squares_butterfly(vector_squares(x));
-  if (cv == 0 && valid) p.partials[(t * p.chunks + chunk) * kPartial + kRows] = sq;
+  if (cv == 0 && valid) partial_at(p, t, chunk)[kRows] = sq;
 }
 
 // After the hand-over of item i: the stage of item i - 1 is refilled with item i + 2.
@@ -215,7 +215,7 @@ __device__ __forceinline__ void mix_mma_item(const N4Params& p, unsigned char* s
     float v = red[token * kRows + r];
 #pragma unroll
     for (int w = 1; w < kMmaWarps; ++w) v += red[(w * kTile + token) * kRows + r];
-    if (tok < p.T) p.partials[(tok * p.chunks + chunk) * kPartial + r] = v;
+    if (tok < p.T) partial_at(p, tok, chunk)[r] = v;
   }
 }
 

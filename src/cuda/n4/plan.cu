@@ -135,12 +135,11 @@ void n4_decode_chunk_run(const detail::Problem& p) {
                              launch_ctx(p));
 }
 
-bool n4_configure_device(bool* gemm, bool* gemm_wg, bool* gemm_pair) {
+bool n4_configure_device(bool* gemm, bool* gemm_wg) {
   int device = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&device));
   *gemm = configure_gemm_kernel(device);
   *gemm_wg = configure_gemm_wg_kernel(device);
-  *gemm_pair = configure_gemm_pair_kernel(device);
   return configure_mix_kernel(device) && configure_decode_chunk_kernel(device);
 }
 

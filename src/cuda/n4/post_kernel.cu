@@ -32,11 +32,7 @@ constexpr int kPostRowsBlocks = 2;   // kPostRows / kPostPipelined: resident blo
 constexpr int kMixes = kN + kN * kN; // post[4], comb[16] of a token
 
 /// post alone, kPostFlat: one thread per (token, 8 columns) item of all 4 streams, grid-stride,
-/// the item's loads issued before its arithmetic. With p.post_squares (post_pre's staged_sq and
-/// staged_pair rows) each chunk's sum of squares of the new residual goes to
-/// partials[t][chunk][24] in the canonical order: the item's vector_squares, then the butterfly
-/// over the 16 lanes that hold the chunk's 16 vectors (the grid's threads and H / 8 are
-/// multiples of 64 there, so a half-warp is one chunk of one token and a warp is always whole).
+/// the item's loads issued before its arithmetic.
 __global__ void __launch_bounds__(kThreadsB, 3) post_flat_kernel(const N4Params p) {
   pdl_launch_dependents();
   pdl_wait();
@@ -60,10 +56,6 @@ __global__ void __launch_bounds__(kThreadsB, 3) post_flat_kernel(const N4Params 
     bf16_t* dst = p.residual_out + t * p.residual_out_stride + v * 8;
 #pragma unroll
     for (int j = 0; j < kN; ++j) st16(dst + j * p.H, out[j]);
-    if (p.post_squares) {
-      const float sq = chunk_squares_butterfly(vector_squares(out));
-      if ((v & 15) == 0) p.partials[(t * p.chunks + v / 16) * kPartial + kRows] = sq;
-    }
   }
 }
 
@@ -177,8 +169,6 @@ void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant) {
   if (p.T <= 0) return;
   if (variant == kPostAuto) variant = kPostFlat;
   const int64_t row_blocks = static_cast<int64_t>(ctx.num_sms > 0 ? ctx.num_sms : 1) * kPostRowsBlocks;
-  MHC_CHECK(!p.post_squares || (variant == kPostFlat && p.H % kSliceK == 0),
-            "launch_post_kernel: the sums of squares need the flat form and H % 512 == 0, got H = ", p.H);
   if (variant == kPostFlat) {
     const int64_t total = p.T * (p.H / 8);
     const int64_t blocks_needed = (total + kThreadsB - 1) / kThreadsB;

@@ -2,7 +2,7 @@
 // stage as a chain of stage kernels that each stream on their own, launched back to back with
 // programmatic dependent launch over token slices:
 //   post_kernel (post_pre)  ->  GEMM stage (mix_kernel without its post stage, on the new
-//   residual or the input streams: the partials [token][chunk][25])  ->  finalize_kernel (the
+//   residual or the input streams: the partials [chunk][token][25])  ->  finalize_kernel (the
 //   canonical sums and the epilogue; the fresh pre into the workspace)  ->  collapse_stream_kernel.
 // Within a slice the GEMM and the collapse re-read the residual the post stage has just
 // written (from L2 where the slice fits). Operators without a mixes stage (collapse, head
@@ -39,11 +39,9 @@ constexpr int64_t kStagedPreferPostPre = 4096;
 
 
 // Which kernel runs the GEMM stage (the same contract and bits): gemm_wg_kernel (wgmma, the
-// staged_wg rows), gemm_pair_kernel (the staged_pair rows), gemm_kernel (mma.sync, where
-// Workspace::create could give it 200 KB of shared memory; kMmaSq: post_pre's post_kernel forms
-// the sums of squares and gemm_kernel the dots alone, the staged_sq row), else mix_kernel
-// without its post stage.
-enum class Gemm { kWgmma, kPair, kMma, kMmaSq, kMix };
+// staged_wg rows), gemm_kernel (mma.sync, where Workspace::create could give it 200 KB of shared
+// memory), else mix_kernel without its post stage.
+enum class Gemm { kWgmma, kMma, kMix };
 
 // The GEMM stage of a slice: the partial dots and sums of squares of the streams the collapse
 // reads (p.x: the new residual for post_pre, else the input streams), nothing else written.
@@ -56,9 +54,7 @@ void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, Gemm gemm) {
   g.residual_out = nullptr;
   if (gemm == Gemm::kWgmma) {
     launch_gemm_wg_kernel(g, ctx);
-  } else if (gemm == Gemm::kPair) {
-    launch_gemm_pair_kernel(g, ctx);
-  } else if (gemm == Gemm::kMma || gemm == Gemm::kMmaSq) {
+  } else if (gemm == Gemm::kMma) {
     launch_gemm_kernel(g, ctx);
   } else {
     launch_mix_kernel(g, ctx);
@@ -98,26 +94,6 @@ void n4_staged_run(const detail::Problem& p) {
   staged_run(p, p.workspace != nullptr && p.workspace->n4_gemm ? Gemm::kMma : Gemm::kMix);
 }
 
-bool n4_staged_pair_supports(const detail::Problem& p) {
-  return n4_staged_supports(p) && p.workspace != nullptr && p.workspace->n4_gemm_pair;
-}
-
-void n4_staged_pair_run(const detail::Problem& p) {
-  MHC_CHECK(n4_staged_pair_supports(p), detail::op_name(p.op), ": cuda_n4_staged_pair does not support this call");
-  staged_run(p, Gemm::kPair);
-}
-
-bool n4_staged_sq_supports(const detail::Problem& p) {
-  return p.op == detail::Op::kPostPre && n4_staged_supports(p) && p.workspace != nullptr && p.workspace->n4_gemm;
-}
-
-void n4_staged_sq_run(const detail::Problem& p) {
-  MHC_CHECK(n4_staged_sq_supports(p), detail::op_name(p.op), ": cuda_n4_staged_sq does not support this call");
-  staged_run(p, Gemm::kMmaSq);
-}
-
-bool n4_explicit_only(const detail::Problem&) { return false; }
-
 void n4_staged_wg_run(const detail::Problem& p) {
   MHC_CHECK(n4_staged_wg_supports(p), detail::op_name(p.op), ": cuda_n4_staged_wg does not support this call");
   staged_run(p, Gemm::kWgmma);
@@ -156,10 +132,7 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
   float* pre = pre_buffer ? k.partials + slice_tokens * m.chunks * kPartial : nullptr;
   for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
-    N4Params s = slice_params(k, t0, count), sm = slice_params(m, t0, count);
-    // staged_sq and staged_pair: post_kernel forms the sums of squares of the residual it writes
-    // (the canonical chains), so the GEMM stage runs the dots alone.
-    s.post_squares = sm.post_squares = s.has_post && (gemm == Gemm::kMmaSq || gemm == Gemm::kPair);
+    const N4Params s = slice_params(k, t0, count), sm = slice_params(m, t0, count);
     if (s.has_post) launch_post_kernel(s, ctx);
     launch_gemm_stage(sm, ctx, gemm);
 #ifdef MHC_GEMM_PROBE

@@ -196,7 +196,7 @@ __device__ __forceinline__ void store_dots_wg(const N4Params& p, int chunk, int6
   for (int hh = 0; hh < 2; ++hh) {
     const int64_t tok = tok0 + w * 16 + g + 8 * hh;
     if (tok < p.T) {
-      float* out = p.partials + (tok * p.chunks + chunk) * kPartial + 2 * q;
+      float* out = partial_at(p, tok, chunk) + 2 * q;
 #pragma unroll
       for (int blk = 0; blk < 3; ++blk) {
         out[blk * 8] = part[blk][2 * hh];
