@@ -120,13 +120,13 @@ if [[ "$steps" == *" wg "* ]]; then
   {
     for v in staged_wg staged; do
       timeout 20 $B bench --ops mixes --modes plain --H 4096,7168 --T 4096,16384 --variant mixes.cuda_n4_$v \
-        --budget-s 14 --out "$R/wg-mixes-$v.jsonl" 2>&1 | rows
+        --budget-s ${MHC_S7_WG_S:-14} --out "$R/wg-mixes-$v.jsonl" 2>&1 | rows
       timeout 20 $B bench --ops pre --modes normal_fold --H 4096,7168 --T 4096,16384 --variant pre.cuda_n4_$v \
-        --budget-s 14 --out "$R/wg-pre-$v.jsonl" 2>&1 | rows
+        --budget-s ${MHC_S7_WG_S:-14} --out "$R/wg-pre-$v.jsonl" 2>&1 | rows
     done
     for v in staged_wg staged; do
       timeout 20 $B bench --ops post_pre --modes normal_fold --H 4096,7168 --T 4096,16384 \
-        --variant post_pre.cuda_n4_$v --budget-s 14 --out "$R/wg-post_pre-$v.jsonl" 2>&1 | rows
+        --variant post_pre.cuda_n4_$v --budget-s ${MHC_S7_WG_S:-14} --out "$R/wg-post_pre-$v.jsonl" 2>&1 | rows
     done
   } | tee -a "$R/summary.txt"
 fi
