@@ -16,7 +16,7 @@ set -u
 export OUT=${OUT:-/tmp/o}
 R=$OUT/r; mkdir -p "$R"
 [ -e .deps ] || ln -s ../.deps .deps
-BD=../build-s7
+BD=${MHC_S7_BD:-../build-s7}  # another tree of the same call builds elsewhere
 B=$BD/tools/mhc
 pack() { tar -C "$R" -czf "$OUT/results.tgz" . 2>/dev/null; cp "$R/summary.txt" "$OUT/summary.txt" 2>/dev/null; }
 S() { pack; echo "== $* ($(date +%s))" | tee -a "$R/summary.txt"; }

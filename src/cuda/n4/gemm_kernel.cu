@@ -19,7 +19,8 @@
 //     72 fp32 accumulators; then v = hi + (mid + lo) per row, added to the item's partial in
 //     registers in stream order.
 // After the 4th step the square sums are reduced across the 16 vectors (shuffle butterfly) and
-// the item's partials are stored. Slots are swizzled by 16-byte vector (vector ^ (row & 7)), so
+// the item's partials go through that step's slot to one contiguous run in global memory
+// (store_item: coalesced stores). Slots are swizzled by 16-byte vector (vector ^ (row & 7)), so
 // the copies, ldmatrix and the square sums' loads are free of bank conflicts.
 // Per step and multiprocessor: shared memory moves 42 KB (8 KB copied in, 8 KB by ldmatrix,
 // 8 KB by the square sums, 18 KB of B fragments: ~340 cycles at 128 B/cycle) and the tensor
@@ -105,8 +106,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) 
         for (auto& m : part) for (auto& b : m) for (float& c : b) c = 0.0f;
       }
       if (j == kN - 1 && (kStores || p.T < 0)) {  // p.T < 0 never: parts 5, 6 keep their arithmetic
-        store_dots(p, chunk, items.tile(local), lane, part);
-        if constexpr (kDoSquares) store_squares(p, chunk, items.tile(local), lane, sq);
+        store_item<kDoSquares>(p, chunk, items.tile(local), lane, slot, part, sq);
       }
       __syncwarp();  // every lane is done reading the slot
       const int next = s + kSlots;

@@ -142,45 +142,53 @@ __device__ __forceinline__ void stream_dots(const unsigned char* slot, const uin
   }
 }
 
-// The item's partials: the dots of its valid tokens, and the square sums reduced over the 16
-// vectors of each token (xor 8, 4, 2, 1 within the 16 lanes of a half-warp, as mix_kernel).
-// The item's dots: those of its valid tokens into partial_at(t, chunk)[0..23].
-__device__ __forceinline__ void store_dots(const N4Params& p, int chunk, int64_t tile, int lane,
-                                           const float (&part)[kMTiles][3][4]) {
+// The item's partials, staged in the slot of its last step: after the square sums' butterfly
+// (xor 8, 4, 2, 1 within the 16 lanes of a half-warp, as mix_kernel) and once every lane is done
+// reading the slot, each lane writes its dots and square sum at [token][25] floats there; then
+// the warp copies the valid tokens' 25 floats each to partial_at(first token, chunk), one run of
+// consecutive floats, 32 of them per store instruction (stored in place from the C fragments,
+// a store instruction would touch 8 tokens' rows 100 bytes apart). The caller's __syncwarp
+// before the slot's next copies orders them after these reads. kSquares false (diagnostics
+// parts without the square sums) leaves row 24 unwritten.
+template <bool kSquares>
+__device__ __forceinline__ void store_item(const N4Params& p, int chunk, int64_t tile, int lane, unsigned char* slot,
+                                           const float (&part)[kMTiles][3][4], float (&sq)[kUnits]) {
+  if constexpr (kSquares) {
+#pragma unroll
+    for (int off = 8; off > 0; off >>= 1) {
+#pragma unroll
+      for (int u = 0; u < kUnits; ++u) sq[u] += __shfl_xor_sync(0xffffffffu, sq[u], off);
+    }
+  }
+  __syncwarp();  // every lane is done reading the slot
+  float* staged = reinterpret_cast<float*>(slot);
   const int g = lane >> 2, q = lane & 3;
 #pragma unroll
   for (int m = 0; m < kMTiles; ++m) {
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const int64_t t = tile * kTile + m * 16 + g + 8 * hh;
-      if (t < p.T) {
-        float* out = partial_at(p, t, chunk) + 2 * q;
+      float* row = staged + (m * 16 + g + 8 * hh) * kPartial + 2 * q;
 #pragma unroll
-        for (int blk = 0; blk < 3; ++blk) {
-          out[blk * 8] = part[m][blk][2 * hh];
-          out[blk * 8 + 1] = part[m][blk][2 * hh + 1];
-        }
+      for (int blk = 0; blk < 3; ++blk) {
+        row[blk * 8] = part[m][blk][2 * hh];
+        row[blk * 8 + 1] = part[m][blk][2 * hh + 1];
       }
     }
   }
-}
-
-// The item's square sums: reduced over the 16 vectors of each token (xor 8, 4, 2, 1 within the
-// 16 lanes of a half-warp, as mix_kernel) into partial_at(t, chunk)[24].
-__device__ __forceinline__ void store_squares(const N4Params& p, int chunk, int64_t tile, int lane,
-                                              float (&sq)[kUnits]) {
+  if constexpr (kSquares) {
+    // Every lane of a half-warp holds the same sums; lane cv stages unit u = cv (token 2 cv + h).
+    const int h = lane >> 4, cv = lane & 15;
+    float mine = sq[0];
 #pragma unroll
-  for (int off = 8; off > 0; off >>= 1) {
-#pragma unroll
-    for (int u = 0; u < kUnits; ++u) sq[u] += __shfl_xor_sync(0xffffffffu, sq[u], off);
+    for (int u = 1; u < kUnits; ++u) mine = cv == u ? sq[u] : mine;
+    staged[(2 * cv + h) * kPartial + kRows] = mine;
   }
-  // Every lane of a half-warp now holds the same sums; lane cv stores unit u = cv (token 2 cv + h).
-  const int h = lane >> 4, cv = lane & 15;
-  float mine = sq[0];
-#pragma unroll
-  for (int u = 1; u < kUnits; ++u) mine = cv == u ? sq[u] : mine;
-  const int64_t t = tile * kTile + 2 * cv + h;
-  if (t < p.T) partial_at(p, t, chunk)[kRows] = mine;
+  __syncwarp();
+  const int64_t t0 = tile * kTile;
+  const int valid = static_cast<int>(p.T - t0 < kTile ? p.T - t0 : kTile);
+  float* dst = partial_at(p, t0, chunk);
+#pragma unroll 5
+  for (int i = lane; i < valid * kPartial; i += 32) dst[i] = staged[i];
 }
 
 }  // namespace mhc::cuda::n4::gemm_step
