@@ -107,7 +107,7 @@ if [[ "$steps" == *" ncuchain "* ]]; then
   # duration and DRAM bytes, so the composition's time splits into its stages.
   S ncuchain
   for op in post_pre pre; do
-    timeout 90 ncu --clock-control none -k regex:"post_kernel|gemm_kernel|finalize_kernel|collapse_stream_kernel" --launch-skip 12 --launch-count 4 \
+    timeout 90 ncu --clock-control none -k regex:"post_flat_kernel|gemm_kernel|finalize_kernel|collapse_stream_kernel" --launch-skip 16 --launch-count 4 \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__warps_active.avg.pct_of_peak_sustained_active,sm__inst_executed.sum \
       $B bench --ops $op --modes normal_fold --H 4096 --T 16384 --reps 2 --budget-s 20 > "$R/ncuchain-$op.txt" 2>&1
     echo "ncuchain $op rc=$?"; grep -E "_kernel|duration|dram__|warps_active|inst_executed" "$R/ncuchain-$op.txt" | grep -v PROF | sed 's/^ */  /; s/(N4Params).*//'
@@ -213,10 +213,20 @@ if [[ "$steps" == *" gemmprobe "* ]]; then
   cmake --build ../build-s7-gprobe --target mhc_cli > "$R/gprobe-build.log" 2>&1 || tail -5 "$R/gprobe-build.log"
   IFS=';' read -ra shapes <<< "${MHC_S7_GPROBE:-0 8 2;1 8 2;2 8 2;3 8 2;4 8 2;0 6 3;1 6 3;3 6 3;4 6 3;0 4 4;0 8 1;1 8 1;0 4 2}"
   for sh in "${shapes[@]}"; do
-    # a shape "part warps slots nofin" runs without finalize_kernel (MHC_GEMM_PROBE_NOFIN)
-    nofin=""; [[ "$sh" == *nofin ]] && nofin=1
-    MHC_GEMM_PROBE="${sh% nofin}" MHC_GEMM_PROBE_NOFIN=$nofin timeout 30 ../build-s7-gprobe/tools/mhc bench --ops mixes --modes plain --H 4096,7168 --T 4096,16384 \
+    # a shape "part warps slots nofin" runs without finalize_kernel (MHC_STAGED_SKIP=f)
+    nofin=""; [[ "$sh" == *nofin ]] && nofin=f
+    MHC_GEMM_PROBE="${sh% nofin}" MHC_STAGED_SKIP=$nofin timeout 30 ../build-s7-gprobe/tools/mhc bench --ops mixes --modes plain --H 4096,7168 --T 4096,16384 \
       --variant mixes.cuda_n4_staged --budget-s ${MHC_S7_GPROBE_S:-5} 2>&1 | rows | sed "s/^/gprobe $sh: /"
+  done | tee -a "$R/summary.txt"
+  # MHC_S7_GPROBE_SKIP: stage sets the staged post_pre and pre leave out (MHC_STAGED_SKIP, staged.cu:
+  # p post, g GEMM, f finalize, c collapse; "-" for none), to split a call's time by stage.
+  for skip in ${MHC_S7_GPROBE_SKIP:-}; do
+    [ "$skip" = - ] && skip=""
+    for op in "post_pre normal_fold" "pre normal_fold"; do
+      set -- $op
+      MHC_STAGED_SKIP=$skip timeout 30 ../build-s7-gprobe/tools/mhc bench --ops $1 --modes $2 --H 4096,7168 --T 16384 \
+        --variant $1.cuda_n4_staged --budget-s ${MHC_S7_GPROBE_S:-5} 2>&1 | rows | sed "s/^/gprobe skip '$skip': /"
+    done
   done | tee -a "$R/summary.txt"
   # MHC_S7_GPROBE_NCU: probe parts whose gemm_kernel and finalize_kernel Nsight Compute times
   # (duration, DRAM bytes read and written) at H = 4096, T = 16384.

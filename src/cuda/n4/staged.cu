@@ -15,6 +15,7 @@
 // collapse_kernel's collapse arithmetic; post_kernel's outputs are the exact sums rounded once.
 // Slicing never changes a token's result (batch invariance).
 #include <cstdlib>
+#include <cstring>
 
 #include "src/cuda/n4/kernels.hpp"
 #include "src/cuda/variants.hpp"
@@ -114,9 +115,23 @@ void staged_run(const detail::Problem& p, Gemm gemm) {
   staged_slices(p, k, k, gemm);
 }
 
+// Diagnostics build (-DMHC_GEMM_PROBE): MHC_STAGED_SKIP names stages the plan leaves out (p post,
+// g GEMM, f finalize, c collapse), to time the plan without each of them; results are then wrong
+// (without f the collapse reads whatever pre the workspace holds, which may take its slow path).
+// Elsewhere every stage runs.
+bool stage_runs(char stage) {
+#ifdef MHC_GEMM_PROBE
+  const char* skip = std::getenv("MHC_STAGED_SKIP");
+  return skip == nullptr || std::strchr(skip, stage) == nullptr;
+#else
+  (void)stage;
+  return true;
+#endif
+}
+
 void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& m, Gemm gemm) {
   const LaunchCtx ctx = launch_ctx(p);
-  // The workspace scratch holds one slice's partials [slice][chunks][25] and, where the collapse
+  // The workspace scratch holds one slice's partials [chunks][slice][25] and, where the collapse
   // uses the fresh pre, its pre [slice][4] after them (16-byte aligned: chunks % 4 == 0). Slices
   // are multiples of the 32-token tile where the scratch holds one (the smallest workspace holds
   // 31 tokens and their pre at H = 16384).
@@ -133,14 +148,10 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
   for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
     const N4Params s = slice_params(k, t0, count), sm = slice_params(m, t0, count);
-    if (s.has_post) launch_post_kernel(s, ctx);
-    launch_gemm_stage(sm, ctx, gemm);
-#ifdef MHC_GEMM_PROBE
-    // Diagnostics build: MHC_GEMM_PROBE_NOFIN times the GEMM stage without finalize_kernel.
-    if (const char* nofin = std::getenv("MHC_GEMM_PROBE_NOFIN"); nofin == nullptr || *nofin == '\0')
-#endif
-    launch_finalize_kernel(sm, pre, ctx);
-    if (!s.has_collapse) continue;
+    if (s.has_post && stage_runs('p')) launch_post_kernel(s, ctx);
+    if (stage_runs('g')) launch_gemm_stage(sm, ctx, gemm);
+    if (stage_runs('f')) launch_finalize_kernel(sm, pre, ctx);
+    if (!s.has_collapse || !stage_runs('c')) continue;
     launch_collapse_stream_kernel(pre_buffer ? with_fresh_pre(s, pre, kN) : s, ctx);
   }
 }
