@@ -16,8 +16,8 @@
 // then warp w = (stream j = w / 3, row block b = w % 3) runs, per group, the three mma chains of
 // n-tiles b, 3 + b, 6 + b (hi, mid, lo parts of rows 8b..8b+7, B fragments in registers, loaded
 // before pdl_wait since they are weights) and forms v = hi + (mid + lo); the chunk partial
-// ((v_0 + v_1) + v_2) + v_3 and the sum of squares go to the workspace ([T][chunks][25], the
-// staged plans' layout). Then each block takes an arrival number (one acq_rel atomic). The last
+// ((v_0 + v_1) + v_2) + v_3 and the sum of squares go to the workspace ([T][chunks][25]: a
+// token's chunks side by side for phase 2; the staged plans use [chunks][T][25]). Then each block takes an arrival number (one acq_rel atomic). The last
 // P = min(T, blocks, SMs - 1) blocks to arrive do phase 2, block k for tokens k, k + P, ..: they
 // wait until every block has arrived (the blocks they wait for are running, done, or waiting for
 // one of the multiprocessors that P spinning blocks leave free; the kernel after this one cannot
