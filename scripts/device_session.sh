@@ -213,9 +213,12 @@ if [[ "$steps" == *" gemmprobe "* ]]; then
   cmake --build ../build-s7-gprobe --target mhc_cli > "$R/gprobe-build.log" 2>&1 || tail -5 "$R/gprobe-build.log"
   IFS=';' read -ra shapes <<< "${MHC_S7_GPROBE:-0 8 2;1 8 2;2 8 2;3 8 2;4 8 2;0 6 3;1 6 3;3 6 3;4 6 3;0 4 4;0 8 1;1 8 1;0 4 2}"
   for sh in "${shapes[@]}"; do
-    # a shape "part warps slots nofin" runs without finalize_kernel (MHC_STAGED_SKIP=f)
+    # a shape "part warps slots nofin" runs without finalize_kernel (MHC_STAGED_SKIP=f), one
+    # ending in "fin4" with finalize_kernel<4, 2> (MHC_FINALIZE_PROBE=1: one wave at T = 16384)
     nofin=""; [[ "$sh" == *nofin ]] && nofin=f
-    MHC_GEMM_PROBE="${sh% nofin}" MHC_STAGED_SKIP=$nofin timeout 30 ../build-s7-gprobe/tools/mhc bench --ops mixes --modes plain --H 4096,7168 --T 4096,16384 \
+    fin4=""; [[ "$sh" == *fin4 ]] && fin4=1
+    shape="${sh% nofin}"; shape="${shape% fin4}"
+    MHC_GEMM_PROBE="$shape" MHC_STAGED_SKIP=$nofin MHC_FINALIZE_PROBE=$fin4 timeout 30 ../build-s7-gprobe/tools/mhc bench --ops mixes --modes plain --H 4096,7168 --T 4096,16384 \
       --variant mixes.cuda_n4_staged --budget-s ${MHC_S7_GPROBE_S:-5} 2>&1 | rows | sed "s/^/gprobe $sh: /"
   done | tee -a "$R/summary.txt"
   # MHC_S7_GPROBE_SKIP: stage sets the staged post_pre and pre leave out (MHC_STAGED_SKIP, staged.cu:

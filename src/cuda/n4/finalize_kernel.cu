@@ -18,6 +18,8 @@
 // (see finish_group for the zero terms). The epilogue is the shared code path, so the mixes are
 // the bits of the cuda_n4 rows.
 // Envelope: n = 4, H % 512 == 0, H <= 16384 (the n4 envelope); p.partials of p.T tokens.
+#include <cstdlib>
+
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/kernels.hpp"
 #include "src/cuda/ptx.cuh"
@@ -49,7 +51,13 @@ __device__ __forceinline__ float finish_group(float s, int n_real) {
   return n_real < kGroupTerms ? s + 0.0f : s;
 }
 
-__global__ void __launch_bounds__(kFinThreads, 2) finalize_kernel(const FinalizeParams f) {
+// kMinBlocks resident blocks a multiprocessor; kBatch of the thread's kElems elements summed at a
+// time (kBatch x 8 loads in flight). The default <2, kElems> sums all at once; the diagnostics
+// build (-DMHC_GEMM_PROBE, MHC_FINALIZE_PROBE) also has <4, 2>, fewer registers so that a
+// T = 16384 slice's 512 blocks are one wave: every element's arithmetic is the same in both.
+template <int kMinBlocks, int kBatch>
+__global__ void __launch_bounds__(kFinThreads, kMinBlocks) finalize_kernel(const FinalizeParams f) {
+  static_assert(kElems % kBatch == 0, "finalize_kernel: whole element batches");
   __shared__ float s_dot[kFinTokens][kPartial];      // [token][row]: 24 dots, sum of squares
   const N4Params& p = f.p;
   pdl_launch_dependents();
@@ -61,38 +69,41 @@ __global__ void __launch_bounds__(kFinThreads, 2) finalize_kernel(const Finalize
   const int run = count * kPartial;                  // the block's floats of one chunk
   const float* base = partial_at(p, t0, 0);
   const int64_t chunk_stride = p.T * kPartial;       // floats from one chunk's run to the next
-  float g[kElems][kPartialSplit];                    // group sums of this thread's elements
   // Chunks in rounds of 8 (one per group): round i holds chunks 8 i .. 8 i + 7, term i of each group.
   const int rounds = (p.chunks + kPartialSplit - 1) / kPartialSplit;
-  for (int i = 0; i < rounds; ++i) {
-    float v[kElems][kPartialSplit];
+#pragma unroll 1
+  for (int e0 = 0; e0 < kElems; e0 += kBatch) {
+    float g[kBatch][kPartialSplit];                  // group sums of this batch's elements
+    for (int i = 0; i < rounds; ++i) {
+      float v[kBatch][kPartialSplit];
 #pragma unroll
-    for (int k = 0; k < kPartialSplit; ++k) {
-      const int c = i * kPartialSplit + k;
+      for (int k = 0; k < kPartialSplit; ++k) {
+        const int c = i * kPartialSplit + k;
 #pragma unroll
-      for (int e = 0; e < kElems; ++e) {
-        const int idx = tid + e * kFinThreads;
-        v[e][k] = c < p.chunks && idx < run ? __ldcg(base + c * chunk_stride + idx) : 0.0f;
+        for (int e = 0; e < kBatch; ++e) {
+          const int idx = tid + (e0 + e) * kFinThreads;
+          v[e][k] = c < p.chunks && idx < run ? __ldcg(base + c * chunk_stride + idx) : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < kBatch; ++e) {
+#pragma unroll
+        for (int k = 0; k < kPartialSplit; ++k) g[e][k] = i == 0 ? v[e][k] : g[e][k] + v[e][k];
       }
     }
 #pragma unroll
-    for (int e = 0; e < kElems; ++e) {
+    for (int e = 0; e < kBatch; ++e) {
+      const int idx = tid + (e0 + e) * kFinThreads;
+      if (idx < run) {
+        // The 8 group sums in order from group 0.
+        float s = finish_group(g[e][0], p.chunks > 0 ? (p.chunks + kPartialSplit - 1) / kPartialSplit : 0);
 #pragma unroll
-      for (int k = 0; k < kPartialSplit; ++k) g[e][k] = i == 0 ? v[e][k] : g[e][k] + v[e][k];
-    }
-  }
-#pragma unroll
-  for (int e = 0; e < kElems; ++e) {
-    const int idx = tid + e * kFinThreads;
-    if (idx < run) {
-      // The 8 group sums in order from group 0.
-      float s = finish_group(g[e][0], p.chunks > 0 ? (p.chunks + kPartialSplit - 1) / kPartialSplit : 0);
-#pragma unroll
-      for (int k = 1; k < kPartialSplit; ++k) {
-        const int n_real = k < p.chunks ? (p.chunks - k + kPartialSplit - 1) / kPartialSplit : 0;
-        s += finish_group(g[e][k], n_real);
+        for (int k = 1; k < kPartialSplit; ++k) {
+          const int n_real = k < p.chunks ? (p.chunks - k + kPartialSplit - 1) / kPartialSplit : 0;
+          s += finish_group(g[e][k], n_real);
+        }
+        s_dot[idx / kPartial][idx % kPartial] = s;
       }
-      s_dot[idx / kPartial][idx % kPartial] = s;
     }
   }
   __syncthreads();
@@ -116,8 +127,14 @@ void launch_finalize_kernel(const N4Params& p, float* pre, const LaunchCtx& ctx)
   const int64_t blocks = (p.T + per_block - 1) / per_block;
   MHC_CHECK(blocks < (int64_t{1} << 31), "finalize_kernel: too many tokens in one slice");
   MHC_CHECK(pre == nullptr || (reinterpret_cast<uintptr_t>(pre) & 15u) == 0, "finalize_kernel: pre buffer alignment");
-  launch_kernel(finalize_kernel, dim3(static_cast<unsigned>(blocks)), kFinThreads, 0, ctx,
-                FinalizeParams{p, pre, static_cast<int32_t>(per_block)});
+  const FinalizeParams f{p, pre, static_cast<int32_t>(per_block)};
+#ifdef MHC_GEMM_PROBE
+  if (const char* probe = std::getenv("MHC_FINALIZE_PROBE"); probe != nullptr && *probe == '1') {
+    launch_kernel(finalize_kernel<4, 2>, dim3(static_cast<unsigned>(blocks)), kFinThreads, 0, ctx, f);
+    return;
+  }
+#endif
+  launch_kernel(finalize_kernel<2, kElems>, dim3(static_cast<unsigned>(blocks)), kFinThreads, 0, ctx, f);
 }
 
 }  // namespace mhc::cuda::n4
@@ -125,4 +142,4 @@ void launch_finalize_kernel(const N4Params& p, float* pre, const LaunchCtx& ctx)
 // The kernels this file launches, for warmup (src/cuda/kernel_list.cuh; tests/test_engine.cpp checks
 // that every launched kernel is listed).
 #include "src/cuda/kernel_list.cuh"
-void mhc::cuda::n4::list_finalize_kernels(KernelList& out) { add_kernel(out, finalize_kernel, "n4::finalize_kernel"); }
+void mhc::cuda::n4::list_finalize_kernels(KernelList& out) { add_kernel(out, finalize_kernel<2, kElems>, "n4::finalize_kernel"); }
