@@ -46,6 +46,11 @@ struct FinalizeParams {
 // equals adding it once (x + 0 = x except -0 + 0 = +0, and a NaN stays the canonical NaN), so
 // one +0.0f where a zero term exists, and 0.0f for a group without real terms. (No nsz: without
 // fast-math the compiler keeps x + 0.0f.)
+// The real terms of group g: chunks g, g + 8, .. below `chunks`.
+__device__ __forceinline__ int group_terms(int g, int chunks) {
+  return g < chunks ? (chunks - g + kPartialSplit - 1) / kPartialSplit : 0;
+}
+
 __device__ __forceinline__ float finish_group(float s, int n_real) {
   if (n_real == 0) return 0.0f;
   return n_real < kGroupTerms ? s + 0.0f : s;
@@ -96,12 +101,9 @@ __global__ void __launch_bounds__(kFinThreads, kMinBlocks) finalize_kernel(const
       const int idx = tid + (e0 + e) * kFinThreads;
       if (idx < run) {
         // The 8 group sums in order from group 0.
-        float s = finish_group(g[e][0], p.chunks > 0 ? (p.chunks + kPartialSplit - 1) / kPartialSplit : 0);
+        float s = finish_group(g[e][0], group_terms(0, p.chunks));
 #pragma unroll
-        for (int k = 1; k < kPartialSplit; ++k) {
-          const int n_real = k < p.chunks ? (p.chunks - k + kPartialSplit - 1) / kPartialSplit : 0;
-          s += finish_group(g[e][k], n_real);
-        }
+        for (int k = 1; k < kPartialSplit; ++k) s += finish_group(g[e][k], group_terms(k, p.chunks));
         s_dot[idx / kPartial][idx % kPartial] = s;
       }
     }

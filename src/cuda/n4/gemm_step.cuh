@@ -1,10 +1,9 @@
-// src/cuda/n4/gemm_step.cuh - the pieces of one step of the mma.sync GEMM stage that
-// gemm_kernel runs: a step is stream j of an item's 32 tokens x the
-// chunk's 128 columns (8 KB of bf16 in a swizzled shared-memory slot), copied by cp.async,
-// then its square sums (fmaf chains) and its 24 dots (mma.m16n8k16 chains against the chunk's
-// B fragments); an item's partials (partial_at) are stored after its 4th step. Every
-// value is computed here once, in the canonical order of config.cuh, so both kernels give the
-// same bits.
+// src/cuda/n4/gemm_step.cuh - the pieces of one step of gemm_kernel's mma.sync GEMM stage: a
+// step is stream j of an item's 32 tokens x the chunk's 128 columns (8 KB of bf16 in a swizzled
+// shared-memory slot), copied by cp.async, then its square sums (fmaf chains) and its 24 dots
+// (mma.m16n8k16 chains against the chunk's B fragments); an item's partials (partial_at) are
+// stored after its 4th step (store_item). Every value is computed in the canonical order of
+// config.cuh.
 #pragma once
 
 #include "src/cuda/exact_sum.cuh"
