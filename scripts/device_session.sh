@@ -236,10 +236,10 @@ if [[ "$steps" == *" gemmprobe "* ]]; then
   # (duration, DRAM bytes read and written) at H = 4096, T = 16384.
   for part in ${MHC_S7_GPROBE_NCU:-}; do
     MHC_GEMM_PROBE="$part 8 2" timeout 60 ncu --clock-control none -k regex:"gemm_kernel|finalize_kernel" --launch-skip 4 --launch-count 2 \
-      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_op_write.sum,lts__t_sectors_op_read.sum \
-      ../build-s7-gprobe/tools/mhc bench --ops mixes --modes plain --H 4096 --T 16384 --variant mixes.cuda_n4_staged --reps 2 --budget-s 20 \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_op_write.sum,lts__t_sectors_op_read.sum${MHC_S7_GPROBE_NCU_METRICS:+,$MHC_S7_GPROBE_NCU_METRICS} \
+      ${MHC_S7_GPROBE_NCU_ARGS:-} ../build-s7-gprobe/tools/mhc bench --ops mixes --modes plain --H 4096 --T 16384 --variant mixes.cuda_n4_staged --reps 2 --budget-s 20 \
       > "$R/gprobe-ncu-$part.txt" 2>&1
-    echo "gprobe ncu part $part rc=$?"; grep -E "gemm_kernel|finalize_kernel|duration|dram__|lts__" "$R/gprobe-ncu-$part.txt" | sed 's/^ */  /' | head -24
+    echo "gprobe ncu part $part rc=$?"; grep -E "gemm_kernel|finalize_kernel|duration|dram__|lts__|Pipe|Issue|Stall|stall|Bank|Warp Cycles|Eligible|Shared|Throughput" "$R/gprobe-ncu-$part.txt" | sed 's/^ */  /' | head -${MHC_S7_GPROBE_NCU_LINES:-24}
   done | tee -a "$R/summary.txt"
 fi
 
