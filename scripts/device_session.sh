@@ -107,7 +107,7 @@ if [[ "$steps" == *" ncuchain "* ]]; then
   # duration and DRAM bytes, so the composition's time splits into its stages.
   S ncuchain
   for op in post_pre pre; do
-    timeout 90 ncu --clock-control none -k regex:"post_flat_kernel|gemm_kernel|finalize_kernel|collapse_stream_kernel" --launch-skip 16 --launch-count 4 \
+    timeout 90 ncu --clock-control none ${MHC_S7_NCUCHAIN_ARGS:-} -k regex:"post_flat_kernel|gemm_kernel|finalize_kernel|collapse_stream_kernel" --launch-skip 16 --launch-count 4 \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__warps_active.avg.pct_of_peak_sustained_active,sm__inst_executed.sum \
       $B bench --ops $op --modes normal_fold --H 4096 --T 16384 --reps 2 --budget-s 20 > "$R/ncuchain-$op.txt" 2>&1
     echo "ncuchain $op rc=$?"; grep -E "_kernel|duration|dram__|warps_active|inst_executed" "$R/ncuchain-$op.txt" | grep -v PROF | sed 's/^ */  /; s/(N4Params).*//'
@@ -240,6 +240,23 @@ if [[ "$steps" == *" gemmprobe "* ]]; then
       ${MHC_S7_GPROBE_NCU_ARGS:-} ../build-s7-gprobe/tools/mhc bench --ops mixes --modes plain --H 4096 --T 16384 --variant mixes.cuda_n4_staged --reps 2 --budget-s 20 \
       > "$R/gprobe-ncu-$part.txt" 2>&1
     echo "gprobe ncu part $part rc=$?"; grep -E "gemm_kernel|finalize_kernel|duration|dram__|lts__|Pipe|Issue|Stall|stall|Bank|Warp Cycles|Eligible|Shared|Throughput" "$R/gprobe-ncu-$part.txt" | sed 's/^ */  /' | head -${MHC_S7_GPROBE_NCU_LINES:-24}
+  done | tee -a "$R/summary.txt"
+fi
+
+if [[ "$steps" == *" envs "* ]]; then
+  # Rows of the diagnostics build (the gemmprobe step builds it) under environment settings:
+  # MHC_S7_ENVS is a ';' list of "NAME=VALUE ..." (or "-" for none), MHC_S7_ENV_ROWS a ';' list of
+  # "op modes variant H T" rows.
+  S envs
+  IFS=';' read -ra envs <<< "${MHC_S7_ENVS:--}"
+  IFS=';' read -ra erows <<< "${MHC_S7_ENV_ROWS:-post_pre normal_fold post_pre.cuda_n4_staged 4096,7168 16384}"
+  for e in "${envs[@]}"; do
+    [ "$e" = - ] && e=""
+    for r in "${erows[@]}"; do
+      set -- $r
+      env $e timeout 30 ../build-s7-gprobe/tools/mhc bench --ops $1 --modes $2 --variant $3 --H $4 --T $5 \
+        --budget-s ${MHC_S7_GPROBE_S:-5} 2>&1 | rows | sed "s/^/env '$e': /"
+    done
   done | tee -a "$R/summary.txt"
 fi
 

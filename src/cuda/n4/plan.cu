@@ -2,6 +2,8 @@
 // N4Params of a problem, and the plan: post alone runs post_kernel; every other operator runs
 // mix_kernel (where it has a mixes stage) then collapse_kernel, over token slices that fit the
 // workspace's partials.
+#include <cstdlib>
+
 #include "src/cuda/n4/kernels.hpp"
 #include "src/cuda/variants.hpp"
 
@@ -43,6 +45,10 @@ LaunchCtx launch_ctx(const detail::Problem& p) {
   ctx.stream = static_cast<cudaStream_t>(p.stream);
   ctx.pdl = p.workspace->cc_major >= 9;
   ctx.num_sms = p.workspace->num_sms;
+#ifdef MHC_GEMM_PROBE
+  // Diagnostics build: MHC_NO_PDL launches without programmatic dependent launch.
+  if (std::getenv("MHC_NO_PDL") != nullptr) ctx.pdl = false;
+#endif
   return ctx;
 }
 

@@ -64,6 +64,15 @@ void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, Gemm gemm) {
 
 /// The staged plan over token slices: post (k.has_post), the GEMM stage and finalize_kernel on the
 /// mixes' params m (k itself, or pre_broadcast's virtual problem over fn_b), the collapse on k.
+// Diagnostics build: MHC_POST_VARIANT (0 flat, 1 rows, 2 pipelined) picks the post kernel.
+int post_variant() {
+#ifdef MHC_GEMM_PROBE
+  const char* v = std::getenv("MHC_POST_VARIANT");
+  if (v != nullptr) return std::atoi(v);
+#endif
+  return kPostAuto;
+}
+
 void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& m, Gemm gemm);
 void staged_run(const detail::Problem& p, Gemm gemm);
 
@@ -148,7 +157,7 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
   for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
     const N4Params s = slice_params(k, t0, count), sm = slice_params(m, t0, count);
-    if (s.has_post && stage_runs('p')) launch_post_kernel(s, ctx);
+    if (s.has_post && stage_runs('p')) launch_post_kernel(s, ctx, post_variant());
     if (stage_runs('g')) launch_gemm_stage(sm, ctx, gemm);
     if (stage_runs('f')) launch_finalize_kernel(sm, pre, ctx);
     if (!s.has_collapse || !stage_runs('c')) continue;
