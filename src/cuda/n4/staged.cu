@@ -138,6 +138,19 @@ bool stage_runs(char stage) {
 #endif
 }
 
+// The launch of `stage` (letters as stage_runs) within staged slices: with programmatic
+// dependent launch unless the diagnostics build's MHC_NO_PDL_STAGES names it.
+LaunchCtx stage_ctx(const LaunchCtx& ctx, char stage) {
+  LaunchCtx c = ctx;
+#ifdef MHC_GEMM_PROBE
+  const char* off = std::getenv("MHC_NO_PDL_STAGES");
+  if (off != nullptr && std::strchr(off, stage) != nullptr) c.pdl = false;
+#else
+  (void)stage;
+#endif
+  return c;
+}
+
 void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& m, Gemm gemm) {
   const LaunchCtx ctx = launch_ctx(p);
   // The workspace scratch holds one slice's partials [chunks][slice][25] and, where the collapse
@@ -157,11 +170,11 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
   for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
     const N4Params s = slice_params(k, t0, count), sm = slice_params(m, t0, count);
-    if (s.has_post && stage_runs('p')) launch_post_kernel(s, ctx, post_variant());
-    if (stage_runs('g')) launch_gemm_stage(sm, ctx, gemm);
-    if (stage_runs('f')) launch_finalize_kernel(sm, pre, ctx);
+    if (s.has_post && stage_runs('p')) launch_post_kernel(s, stage_ctx(ctx, 'p'), post_variant());
+    if (stage_runs('g')) launch_gemm_stage(sm, stage_ctx(ctx, 'g'), gemm);
+    if (stage_runs('f')) launch_finalize_kernel(sm, pre, stage_ctx(ctx, 'f'));
     if (!s.has_collapse || !stage_runs('c')) continue;
-    launch_collapse_stream_kernel(pre_buffer ? with_fresh_pre(s, pre, kN) : s, ctx);
+    launch_collapse_stream_kernel(pre_buffer ? with_fresh_pre(s, pre, kN) : s, stage_ctx(ctx, 'c'));
   }
 }
 
