@@ -138,10 +138,16 @@ bool stage_runs(char stage) {
 #endif
 }
 
-// The launch of `stage` (letters as stage_runs) within staged slices: with programmatic
-// dependent launch unless the diagnostics build's MHC_NO_PDL_STAGES names it.
+// The launch of `stage` (letters as stage_runs) within staged slices. finalize_kernel is
+// launched without programmatic dependent launch: with it, the staged post_pre took 763 against
+// 680 us at T = 16384, H = 4096 (1312 against 1169 at H = 7168 shifted) and pre 366 against 349,
+// and no row was faster (session 14 call 4, docs/performance-history.md); its prologue has
+// nothing to overlap (it reads only the GEMM's partials). The others keep it (launching the GEMM
+// or the collapse without it measured no faster than this). The diagnostics build's
+// MHC_NO_PDL_STAGES names further stages to launch without it.
 LaunchCtx stage_ctx(const LaunchCtx& ctx, char stage) {
   LaunchCtx c = ctx;
+  if (stage == 'f') c.pdl = false;
 #ifdef MHC_GEMM_PROBE
   const char* off = std::getenv("MHC_NO_PDL_STAGES");
   if (off != nullptr && std::strchr(off, stage) != nullptr) c.pdl = false;
