@@ -5,8 +5,7 @@
 // default kPostFlat); each output is post8's exact sum rounded once, so all give the same bits:
 //   kPostFlat       one thread per (token, 8-column vector) of all 4 streams, grid-stride over
 //                   tokens x vectors (at most 16 blocks of 256 threads per multiprocessor); the
-//                   token's 20 mixes are read per vector; post8_fast (one error bound per column,
-//                   one test per item), the rare uncertified pairs redone out of line.
+//                   token's 20 mixes are read per vector.
 //   kPostRows       a block per token row (grid-stride over tokens): thread tid owns vectors
 //                   v = tid, tid + 256, ...; the token's mixes and post weights once per row; the
 //                   loads of kPostBatch vectors issued before any arithmetic.
@@ -31,6 +30,34 @@ namespace {
 constexpr int kPostBatch = 2;        // kPostRows: vectors per thread whose loads are issued together
 constexpr int kPostRowsBlocks = 2;   // kPostRows / kPostPipelined: resident blocks per multiprocessor
 constexpr int kMixes = kN + kN * kN; // post[4], comb[16] of a token
+
+/// post alone, kPostFlat: one thread per (token, 8 columns) item of all 4 streams, grid-stride,
+/// the item's loads issued before its arithmetic.
+__global__ void __launch_bounds__(kThreadsB, 3) post_flat_kernel(const N4Params p) {
+  pdl_launch_dependents();
+  pdl_wait();
+  const int64_t vecs = p.H / 8;
+  const int64_t total = p.T * vecs;
+  const int64_t threads = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total; i += threads) {
+    const int64_t t = i / vecs, v = i % vecs;
+    const bf16_t* res = p.residual + t * p.residual_stride + v * 8;
+    uint4 r[kN];
+#pragma unroll
+    for (int j = 0; j < kN; ++j) r[j] = ld16(res + j * p.res_stream_stride);
+    const uint4 lo = ld16(p.layer_output + t * p.layer_output_stride + v * 8);
+    float post[kN], comb[kN * kN];
+#pragma unroll
+    for (int j = 0; j < kN; ++j) post[j] = __ldcg(p.post_mix + t * p.post_mix_stride + j);
+#pragma unroll
+    for (int j = 0; j < kN * kN; ++j) comb[j] = __ldcg(p.comb_mix + t * p.comb_mix_stride + j);
+    uint4 out[kN];
+    post8(post_weights(post, comb), r, lo, out);
+    bf16_t* dst = p.residual_out + t * p.residual_out_stride + v * 8;
+#pragma unroll
+    for (int j = 0; j < kN; ++j) st16(dst + j * p.H, out[j]);
+  }
+}
 
 // The loaded terms of one (token, vector): the 4 streams and the layer output.
 struct PostIn {
@@ -60,70 +87,6 @@ __device__ __forceinline__ void load_mixes(const N4Params& p, int64_t t, float (
 #pragma unroll
   for (int j = 0; j < kN * kN; ++j) mix[kN + j] = __ldcg(p.comb_mix + t * p.comb_mix_stride + j);
 }
-
-/// post_flat_kernel's rare path (out of line, so the streaming loop keeps nothing live for it):
-/// the pairs of `failed` that post8_fast did not certify, formed again from reloaded terms and
-/// weights and stored over the thread's own stores of them.
-__device__ __noinline__ void post_flat_fix(const bf16_t* res, int64_t res_stream_stride, const bf16_t* layer_output,
-                                           const float* post_mix, const float* comb_mix, bf16_t* dst, int64_t H,
-                                           uint32_t failed) {
-  uint4 r[kN];
-#pragma unroll
-  for (int j = 0; j < kN; ++j) r[j] = ld16(res + j * res_stream_stride);
-  const uint4 lo = ld16(layer_output);
-  float mix[kMixes];
-#pragma unroll
-  for (int j = 0; j < kN; ++j) mix[j] = __ldcg(post_mix + j);
-#pragma unroll
-  for (int j = 0; j < kN * kN; ++j) mix[kN + j] = __ldcg(comb_mix + j);
-  const PostWeights pw = post_weights(mix, mix + kN);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-#pragma unroll
-    for (int k = 0; k < kN; ++k) {
-      if ((failed >> (4 * i + k) & 1u) != 0) st4(dst + k * H + 2 * i, post8_pair(pw, r, lo, i, k));
-    }
-  }
-}
-
-/// post alone, kPostFlat: one thread per (token, 8 columns) item of all 4 streams, grid-stride,
-/// the item's loads issued before its arithmetic.
-__global__ void __launch_bounds__(kThreadsB, 3) post_flat_kernel(const N4Params p) {
-  pdl_launch_dependents();
-  pdl_wait();
-  // item i = t * vecs + v, stepped by the grid's thread count (dt tokens and dv vectors) without
-  // a division in the loop
-  const int vecs = static_cast<int>(p.H / 8);  // H <= kMaxH
-  const int threads = static_cast<int>(gridDim.x * blockDim.x);
-  const int first = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  const int dt = threads / vecs, dv = threads - dt * vecs;
-  int64_t t = first / vecs;
-  int v = first - static_cast<int>(t) * vecs;
-  for (; t < p.T; t += dt, v += dv) {
-    if (v >= vecs) {
-      v -= vecs;
-      ++t;
-      if (t >= p.T) break;
-    }
-    bf16_t* dst = p.residual_out + t * p.residual_out_stride + v * 8;
-    uint32_t failed;
-    {
-      const PostIn in = load_post_in(p, t, v);
-      float mix[kMixes];
-      load_mixes(p, t, mix);
-      uint32_t w[kN][4];
-      failed = post8_fast(post_weights(mix, mix + kN), in.r, in.lo, w);
-#pragma unroll
-      for (int k = 0; k < kN; ++k) st16(dst + k * p.H, make_uint4(w[k][0], w[k][1], w[k][2], w[k][3]));
-    }
-    if (failed != 0) {
-      post_flat_fix(p.residual + t * p.residual_stride + v * 8, p.res_stream_stride,
-                    p.layer_output + t * p.layer_output_stride + v * 8, p.post_mix + t * p.post_mix_stride,
-                    p.comb_mix + t * p.comb_mix_stride, dst, p.H, failed);
-    }
-  }
-}
-
 
 __device__ __forceinline__ void post_store(const N4Params& p, int64_t t, int64_t v, const uint4 (&out)[kN]) {
   bf16_t* dst = p.residual_out + t * p.residual_out_stride + v * 8;
