@@ -141,7 +141,7 @@ bool stage_runs(char stage) {
 // The launch of `stage` (letters as stage_runs) within staged slices. finalize_kernel is
 // launched without programmatic dependent launch: with it, the staged post_pre took 763 against
 // 680 us at T = 16384, H = 4096 (1312 against 1169 at H = 7168 shifted) and pre 366 against 349,
-// and no row was faster (session 14 call 4, docs/performance-history.md); its prologue has
+// and no row was faster (session 14 call 3, docs/performance-history.md); its prologue has
 // nothing to overlap (it reads only the GEMM's partials). The others keep it (launching the GEMM
 // or the collapse without it measured no faster than this). The diagnostics build's
 // MHC_NO_PDL_STAGES names further stages to launch without it.
