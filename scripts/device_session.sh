@@ -206,7 +206,8 @@ if [[ "$steps" == *" gemmprobe "* ]]; then
   # gemm_kernel taken apart (MHC_GEMM_PROBE="part warps slots", gemm_kernel.cu): the mixes rows
   # of a diagnostics build with only the copies (1), copies + squares (2), copies + dots (3),
   # dots + squares without copies (4), copies without partial stores (5), arithmetic without
-  # copies or stores (6), the kernel (0), in several ring shapes (5 and 6: 8 x 2 only).
+  # copies or stores (6), the square sums on the tensor cores (7, not the canonical order), the
+  # kernel (0), in several ring shapes (5, 6 and 7: 8 x 2 only).
   S gemmprobe
   cmake -S . -B ../build-s7-gprobe -G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=90a \
     -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_FLAGS=-DMHC_GEMM_PROBE -DMHC_BUILD_TESTS=OFF \

@@ -54,12 +54,15 @@ static_assert(kGemmSmem <= 227 * 1024, "gemm_kernel shared memory");
 // environment, see launch_gemm_kernel): kPart 0 is the kernel; 1 the copies alone, 2 the copies
 // and the square sums, 3 the copies and the dots, 4 the dots and square sums on whatever the
 // slots hold, with no copies; 5 the copies and 6 the arithmetic without copies, neither storing
-// partials. Only 0 gives correct partials.
+// partials; 7 the kernel with the square sums on the tensor cores (stream_dots<true>: the
+// diagonal of x x^T from the A fragments, in place of the fmaf chains; not the canonical order,
+// to measure what such a change would buy). Only 0 gives correct partials.
 template <int kWarps = kGemmWarps, int kSlots = kGemmSlots, int kPart = 0>
 __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) {
   constexpr int kGemmThreads = kWarps * 32;
-  constexpr bool kCopies = kPart != 4 && kPart != 6, kDoSquares = kPart != 1 && kPart != 3 && kPart != 5,
-                 kDots = kPart != 1 && kPart != 2 && kPart != 5, kStores = kPart != 5 && kPart != 6;
+  constexpr bool kCopies = kPart != 4 && kPart != 6, kDoSquares = kPart != 1 && kPart != 3 && kPart != 5 && kPart != 7,
+                 kDots = kPart != 1 && kPart != 2 && kPart != 5, kStores = kPart != 5 && kPart != 6,
+                 kMmaSquares = kPart == 7;
   extern __shared__ __align__(128) unsigned char smem[];
   pdl_launch_dependents();
   const ChunkTileItems items(p.T, p.chunks);
@@ -79,6 +82,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) 
   }
   float part[kMTiles][3][4];
   float sq[kUnits];
+  float sqmma[kMTiles][2][4];  // part 7 only
   int s = 0;
   for (int chunk = first_chunk; chunk <= last_chunk; ++chunk) {
     if (chunk != first_chunk) {
@@ -101,12 +105,12 @@ __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) 
       __syncwarp();                     // and the other lanes'
       if constexpr (kDoSquares) square_sums(slot, lane, j == 0, sq);
       if constexpr (kDots) {
-        stream_dots(slot, frag + j * kMmaSteps * kNTiles * 32, lane, j == 0, part);
+        stream_dots<kMmaSquares>(slot, frag + j * kMmaSteps * kNTiles * 32, lane, j == 0, part, sqmma);
       } else if (j == 0) {
         for (auto& m : part) for (auto& b : m) for (float& c : b) c = 0.0f;
       }
       if (j == kN - 1 && (kStores || p.T < 0)) {  // p.T < 0 never: parts 5, 6 keep their arithmetic
-        store_item<kDoSquares>(p, chunk, items.tile(local), lane, slot, part, sq);
+        store_item<kDoSquares, kMmaSquares>(p, chunk, items.tile(local), lane, slot, part, sq, sqmma);
       }
       __syncwarp();  // every lane is done reading the slot
       const int next = s + kSlots;
@@ -156,7 +160,7 @@ bool launch_gemm_probe(const N4Params& p, const LaunchCtx& ctx) {
   const bool ok = launch_gemm_probe_part<0>(p, ctx, part, warps, slots) || launch_gemm_probe_part<1>(p, ctx, part, warps, slots) ||
                   launch_gemm_probe_part<2>(p, ctx, part, warps, slots) || launch_gemm_probe_part<3>(p, ctx, part, warps, slots) ||
                   launch_gemm_probe_part<4>(p, ctx, part, warps, slots) || launch_gemm_probe_as<5, 8, 2>(p, ctx, part, warps, slots) ||
-                  launch_gemm_probe_as<6, 8, 2>(p, ctx, part, warps, slots);
+                  launch_gemm_probe_as<6, 8, 2>(p, ctx, part, warps, slots) || launch_gemm_probe_as<7, 8, 2>(p, ctx, part, warps, slots);
   MHC_CHECK(ok, "MHC_GEMM_PROBE: no such shape: ", env);
   return true;
 }

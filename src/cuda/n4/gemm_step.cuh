@@ -102,8 +102,13 @@ __device__ __forceinline__ void square_sums(const unsigned char* slot, int lane,
 // A step's dots: the 24 dots of the 32 tokens over the chunk's 128 columns of stream j (B: that
 // stream's fragments bj), then part = v (first) or part + v, v = hi + (mid + lo).
 // part[m][blk][c]: m16 tile m, rows blk * 8 + 2q (+1), C-fragment element c (tokens g, g + 8).
+// kMmaSquares (diagnostics part 7 of gemm_kernel only: not the canonical order): also the
+// square sums on the tensor cores, sqmma[m][h] += X X^T over the step's k16 blocks, X the m16
+// tile's rows and X^T's columns its tokens 8 h .. 8 h + 7, whose B fragments are the A
+// fragment's registers (a0, a2) and (a1, a3); a token's sum is that product's diagonal.
+template <bool kMmaSquares = false>
 __device__ __forceinline__ void stream_dots(const unsigned char* slot, const uint2* bj, int lane, bool first,
-                                            float (&part)[kMTiles][3][4]) {
+                                            float (&part)[kMTiles][3][4], float (&sqmma)[kMTiles][2][4]) {
   // A: lane's row m * 16 + lane % 16 and vector 2 ks + lane / 16, swizzled: (2 ks) ^ lv.
   const int lv = (lane >> 4) ^ (lane & 7);
   const uint32_t a_row = shared_addr(slot) + (lane & 15) * kSlotRowBytes;
@@ -125,6 +130,17 @@ __device__ __forceinline__ void stream_dots(const unsigned char* slot, const uin
       const uint2 b = bj[(ks * kNTiles + nt) * 32 + lane];
 #pragma unroll
       for (int m = 0; m < kMTiles; ++m) mma_bf16(acc[m][nt], a[m][0], a[m][1], a[m][2], a[m][3], b.x, b.y);
+    }
+    if constexpr (kMmaSquares) {
+#pragma unroll
+      for (int m = 0; m < kMTiles; ++m) {
+        if (first && ks == 0) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) sqmma[m][h][0] = sqmma[m][h][1] = sqmma[m][h][2] = sqmma[m][h][3] = 0.0f;
+        }
+        mma_bf16(sqmma[m][0], a[m][0], a[m][1], a[m][2], a[m][3], a[m][0], a[m][2]);
+        mma_bf16(sqmma[m][1], a[m][0], a[m][1], a[m][2], a[m][3], a[m][1], a[m][3]);
+      }
     }
   }
   // n-tile nt is part nt / 3 of rows (nt % 3) * 8 ..: hi = blk, mid = 3 + blk, lo = 6 + blk.
@@ -149,9 +165,10 @@ __device__ __forceinline__ void stream_dots(const unsigned char* slot, const uin
 // a store instruction would touch 8 tokens' rows 100 bytes apart). The caller's __syncwarp
 // before the slot's next copies orders them after these reads. kSquares false (diagnostics
 // parts without the square sums) leaves row 24 unwritten.
-template <bool kSquares>
+template <bool kSquares, bool kMmaSquares = false>
 __device__ __forceinline__ void store_item(const N4Params& p, int chunk, int64_t tile, int lane, unsigned char* slot,
-                                           const float (&part)[kMTiles][3][4], float (&sq)[kUnits]) {
+                                           const float (&part)[kMTiles][3][4], float (&sq)[kUnits],
+                                           const float (&sqmma)[kMTiles][2][4]) {
   if constexpr (kSquares) {
 #pragma unroll
     for (int off = 8; off > 0; off >>= 1) {
@@ -181,6 +198,17 @@ __device__ __forceinline__ void store_item(const N4Params& p, int chunk, int64_t
 #pragma unroll
     for (int u = 1; u < kUnits; ++u) mine = cv == u ? sq[u] : mine;
     staged[(2 * cv + h) * kPartial + kRows] = mine;
+  }
+  if constexpr (kMmaSquares) {
+    // The diagonals: token m16 + g at (row g, column g) of sqmma[m][0], token m16 + 8 + g at
+    // (row g + 8, column g) of sqmma[m][1]; lane (g, q = g / 2) holds both.
+    if (q == (g >> 1)) {
+#pragma unroll
+      for (int m = 0; m < kMTiles; ++m) {
+        staged[(m * 16 + g) * kPartial + kRows] = (g & 1) ? sqmma[m][0][1] : sqmma[m][0][0];
+        staged[(m * 16 + 8 + g) * kPartial + kRows] = (g & 1) ? sqmma[m][1][3] : sqmma[m][1][2];
+      }
+    }
   }
   __syncwarp();
   const int64_t t0 = tile * kTile;
