@@ -130,6 +130,26 @@ __device__ __forceinline__ uint32_t sum_bf16x2_fast(const float (&w)[N], const f
   return a;
 }
 
+/// sum_bf16x2_fast's chains and interval test without the overflow checks, for callers whose
+/// bounds already exclude overflow and non-finite terms (post8): `certified` is and-ed with the
+/// test, so one flag collects many pairs.
+template <int N>
+__device__ __forceinline__ uint32_t sum_bf16x2_unchecked(const float (&w)[N], const float (&v0)[N], const float (&v1)[N],
+                                                         float e0, float e1, bool& certified) {
+  float s0 = w[0] * v0[0], s1 = w[0] * v1[0];
+#pragma unroll
+  for (int j = 1; j < N; ++j) {
+    s0 = fmaf(w[j], v0[j], s0);
+    s1 = fmaf(w[j], v1[j], s1);
+  }
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(s0 - e0, s1 - e1);
+  const __nv_bfloat162 hi = __floats2bfloat162_rn(s0 + e0, s1 + e1);
+  const uint32_t a = *reinterpret_cast<const uint32_t*>(&lo);
+  const uint32_t b = *reinterpret_cast<const uint32_t*>(&hi);
+  certified = certified && a == b;
+  return a;
+}
+
 /// Two outputs of exact_sum_bf16 (same bits), certified together (sum_bf16x2_fast), else
 /// formed in double.
 template <int N>

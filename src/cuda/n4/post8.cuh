@@ -13,6 +13,7 @@ namespace mhc::cuda::n4 {
 struct PostWeights {
   float w[kN][kN + 1];  // w[k] = (post[k], comb[0,k], .., comb[3,k])
   float scale[kN];
+  float scale_all;      // max_k scale[k]: one bound for the 4 outputs of a column (post8_fast)
 };
 
 __device__ __forceinline__ PostWeights post_weights(const float* post, const float* comb) {
@@ -24,6 +25,7 @@ __device__ __forceinline__ PostWeights post_weights(const float* post, const flo
     for (int j = 0; j < kN; ++j) pw.w[k][j + 1] = comb[j * kN + k];
     pw.scale[k] = sum_error_scale(pw.w[k]);
   }
+  pw.scale_all = fmaxf(fmaxf(pw.scale[0], pw.scale[1]), fmaxf(pw.scale[2], pw.scale[3]));
   return pw;
 }
 
@@ -66,6 +68,45 @@ __device__ __forceinline__ void post8(const PostWeights& pw, const uint4 (&res)[
   }
 #pragma unroll
   for (int k = 0; k < kN; ++k) out[k] = make_uint4(w[k][0], w[k][1], w[k][2], w[k][3]);
+}
+
+/// post8 in two parts, for a caller that can reload its terms (the diagnostics forms of
+/// post_flat_kernel; session 14 measured the form with all three changes slower than post8).
+/// post8_fast: per column one error bound for the 4 outputs (from the largest weight of the 4,
+/// valid for each) and the 32 fp32 chains; returns the mask of output pairs (bit 4 i + k: pair i
+/// of output k) whose interval test failed; a bound of 2^100 or more, NaN or Inf (a non-finite
+/// weight or value, or a sum that could overflow) fails every pair of its column.
+__device__ __forceinline__ uint32_t post8_fast(const PostWeights& pw, const uint4 (&res)[kN], const uint4& lo,
+                                               uint32_t (&w)[kN][4]) {
+  const uint4 terms[kN + 1] = {lo, res[0], res[1], res[2], res[3]};
+  uint32_t failed = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float v0[kN + 1], v1[kN + 1], abs0, abs1;
+    column_pair(terms, i, v0, v1, abs0, abs1);
+    const float e0 = sum_error_bound(pw.scale_all, abs0), e1 = sum_error_bound(pw.scale_all, abs1);
+    const bool bounded = fmaxf(e0, e1) < 0x1p100f && e0 == e0 && e1 == e1;
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      bool certified = bounded;
+      w[k][i] = sum_bf16x2_unchecked(pw.w[k], v0, v1, e0, e1, certified);
+      failed |= certified ? 0u : 1u << (4 * i + k);
+    }
+  }
+  return failed;
+}
+
+/// Pair i of output k redone as post8 does it (its own bound, else double): the exact sums
+/// rounded once, for a pair post8_fast did not certify.
+__device__ __forceinline__ uint32_t post8_pair(const PostWeights& pw, const uint4 (&res)[kN], const uint4& lo, int i,
+                                               int k) {
+  const uint4 terms[kN + 1] = {lo, res[0], res[1], res[2], res[3]};
+  float v0[kN + 1], v1[kN + 1], abs0, abs1;
+  column_pair(terms, i, v0, v1, abs0, abs1);
+  bool certified;
+  const uint32_t w = sum_bf16x2_fast(pw.w[k], v0, v1, sum_error_bound(pw.scale[k], abs0),
+                                     sum_error_bound(pw.scale[k], abs1), certified);
+  return certified ? w : exact_sum_bf16x2_redo(pw.w[k], v0, v1);
 }
 
 }  // namespace mhc::cuda::n4

@@ -17,6 +17,8 @@
 // Accumulation: post8 (src/cuda/n4/post8.cuh), each output the exact sum rounded once.
 // Envelope: n = 4, H % 8 == 0 within the n = 4 envelope, 16-byte aligned rows; the residual may
 // be the broadcast [T,H] form (res_stream_stride 0).
+#include <cstdlib>
+
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/canonical.cuh"
 #include "src/cuda/n4/kernels.hpp"
@@ -31,31 +33,93 @@ constexpr int kPostBatch = 2;        // kPostRows: vectors per thread whose load
 constexpr int kPostRowsBlocks = 2;   // kPostRows / kPostPipelined: resident blocks per multiprocessor
 constexpr int kMixes = kN + kN * kN; // post[4], comb[16] of a token
 
+/// post_flat_kernel<kForm>'s rare path (out of line, so the streaming loop keeps nothing live
+/// for it): the pairs of `failed` that post8_fast did not certify, formed again from reloaded
+/// terms and weights and stored over the thread's own stores of them.
+__device__ __noinline__ void post_flat_fix(const bf16_t* res, int64_t res_stream_stride, const bf16_t* layer_output,
+                                           const float* post_mix, const float* comb_mix, bf16_t* dst, int64_t H,
+                                           uint32_t failed) {
+  uint4 r[kN];
+#pragma unroll
+  for (int j = 0; j < kN; ++j) r[j] = ld16(res + j * res_stream_stride);
+  const uint4 lo = ld16(layer_output);
+  float mix[kMixes];
+#pragma unroll
+  for (int j = 0; j < kN; ++j) mix[j] = __ldcg(post_mix + j);
+#pragma unroll
+  for (int j = 0; j < kN * kN; ++j) mix[kN + j] = __ldcg(comb_mix + j);
+  const PostWeights pw = post_weights(mix, mix + kN);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      if ((failed >> (4 * i + k) & 1u) != 0) st4(dst + k * H + 2 * i, post8_pair(pw, r, lo, i, k));
+    }
+  }
+}
+
 /// post alone, kPostFlat: one thread per (token, 8 columns) item of all 4 streams, grid-stride,
 /// the item's loads issued before its arithmetic.
+/// kForm 0 is the kernel. The diagnostics build (-DMHC_GEMM_PROBE, MHC_POST_FLAT_FORM) also has
+/// the parts of session 14's reverted change, to time them apart (every form gives the same
+/// bits): bit 0 evict-first loads of the residual and layer output, bit 1 a grid stride without
+/// a division, bit 2 post8_fast with the uncertified pairs redone by post_flat_fix.
+template <int kForm = 0>
 __global__ void __launch_bounds__(kThreadsB, 3) post_flat_kernel(const N4Params p) {
+  constexpr bool kEvictFirst = (kForm & 1) != 0, kNoDivision = (kForm & 2) != 0, kFastCert = (kForm & 4) != 0;
   pdl_launch_dependents();
   pdl_wait();
-  const int64_t vecs = p.H / 8;
-  const int64_t total = p.T * vecs;
-  const int64_t threads = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total; i += threads) {
-    const int64_t t = i / vecs, v = i % vecs;
+  auto item = [&](int64_t t, int64_t v) {
     const bf16_t* res = p.residual + t * p.residual_stride + v * 8;
     uint4 r[kN];
 #pragma unroll
-    for (int j = 0; j < kN; ++j) r[j] = ld16(res + j * p.res_stream_stride);
-    const uint4 lo = ld16(p.layer_output + t * p.layer_output_stride + v * 8);
+    for (int j = 0; j < kN; ++j) r[j] = kEvictFirst ? ldcs16(res + j * p.res_stream_stride) : ld16(res + j * p.res_stream_stride);
+    const bf16_t* lo_src = p.layer_output + t * p.layer_output_stride + v * 8;
+    const uint4 lo = kEvictFirst ? ldcs16(lo_src) : ld16(lo_src);
     float post[kN], comb[kN * kN];
 #pragma unroll
     for (int j = 0; j < kN; ++j) post[j] = __ldcg(p.post_mix + t * p.post_mix_stride + j);
 #pragma unroll
     for (int j = 0; j < kN * kN; ++j) comb[j] = __ldcg(p.comb_mix + t * p.comb_mix_stride + j);
-    uint4 out[kN];
-    post8(post_weights(post, comb), r, lo, out);
     bf16_t* dst = p.residual_out + t * p.residual_out_stride + v * 8;
+    if constexpr (kFastCert) {
+      uint32_t w[kN][4];
+      const uint32_t failed = post8_fast(post_weights(post, comb), r, lo, w);
 #pragma unroll
-    for (int j = 0; j < kN; ++j) st16(dst + j * p.H, out[j]);
+      for (int k = 0; k < kN; ++k) st16(dst + k * p.H, make_uint4(w[k][0], w[k][1], w[k][2], w[k][3]));
+      if (failed != 0) {
+        post_flat_fix(res, p.res_stream_stride, lo_src, p.post_mix + t * p.post_mix_stride,
+                      p.comb_mix + t * p.comb_mix_stride, dst, p.H, failed);
+      }
+    } else {
+      uint4 out[kN];
+      post8(post_weights(post, comb), r, lo, out);
+#pragma unroll
+      for (int j = 0; j < kN; ++j) st16(dst + j * p.H, out[j]);
+    }
+  };
+  if constexpr (kNoDivision) {
+    // item i = t * vecs + v, stepped by the grid's thread count (dt tokens, dv vectors)
+    const int vecs = static_cast<int>(p.H / 8);  // H <= kMaxH
+    const int threads = static_cast<int>(gridDim.x * blockDim.x);
+    const int first = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    const int dt = threads / vecs, dv = threads - dt * vecs;
+    int64_t t = first / vecs;
+    int v = first - static_cast<int>(t) * vecs;
+    for (; t < p.T; t += dt, v += dv) {
+      if (v >= vecs) {
+        v -= vecs;
+        if (++t >= p.T) break;
+      }
+      item(t, v);
+    }
+  } else {
+    const int64_t vecs = p.H / 8;
+    const int64_t total = p.T * vecs;
+    const int64_t threads = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total; i += threads) {
+      item(i / vecs, i % vecs);
+    }
   }
 }
 
@@ -173,8 +237,17 @@ void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant) {
     const int64_t total = p.T * (p.H / 8);
     const int64_t blocks_needed = (total + kThreadsB - 1) / kThreadsB;
     const int64_t cap = static_cast<int64_t>(ctx.num_sms) * kPostBlocksPerSm;
-    launch_kernel(post_flat_kernel, dim3(static_cast<unsigned>(blocks_needed < cap ? blocks_needed : cap)), kThreadsB, 0,
-                  ctx, p);
+    const dim3 grid(static_cast<unsigned>(blocks_needed < cap ? blocks_needed : cap));
+#ifdef MHC_GEMM_PROBE
+    if (const char* form = std::getenv("MHC_POST_FLAT_FORM"); form != nullptr && *form != '\0') {
+      constexpr void (*forms[8])(N4Params) = {post_flat_kernel<0>, post_flat_kernel<1>, post_flat_kernel<2>,
+                                              post_flat_kernel<3>, post_flat_kernel<4>, post_flat_kernel<5>,
+                                              post_flat_kernel<6>, post_flat_kernel<7>};
+      launch_kernel(forms[std::atoi(form) & 7], grid, kThreadsB, 0, ctx, p);
+      return;
+    }
+#endif
+    launch_kernel(post_flat_kernel<>, grid, kThreadsB, 0, ctx, p);
     return;
   }
   // A block per row at a time, every resident block busy: at most kPostRowsBlocks per SM.
@@ -189,7 +262,7 @@ void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant) {
 // that every launched kernel is listed).
 #include "src/cuda/kernel_list.cuh"
 void mhc::cuda::n4::list_post_kernels(KernelList& out) {
-  add_kernel(out, post_flat_kernel, "n4::post_flat_kernel");
+  add_kernel(out, post_flat_kernel<>, "n4::post_flat_kernel");
   add_kernel(out, post_rows_kernel, "n4::post_rows_kernel");
   add_kernel(out, post_pipelined_kernel, "n4::post_pipelined_kernel");
 }
