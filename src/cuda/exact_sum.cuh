@@ -108,6 +108,26 @@ __device__ __forceinline__ uint32_t exact_sum_bf16x2_redo(const float (&w)[N], c
   return exact_sum_bf16x2_slow<N>(t);
 }
 
+/// The fp32 chains s0, s1 of two adjacent outputs with the same weights (w[0]*v[0], then fma in
+/// j order) and the bf16 roundings of their intervals' ends, packed as bf16x2 words (first output
+/// in the low half): a from s -/+ e's lower ends, b from the upper ends.
+template <int N>
+__device__ __forceinline__ void sum_bf16x2_interval(const float (&w)[N], const float (&v0)[N], const float (&v1)[N],
+                                                    float e0, float e1, float& s0, float& s1, uint32_t& a,
+                                                    uint32_t& b) {
+  s0 = w[0] * v0[0];
+  s1 = w[0] * v1[0];
+#pragma unroll
+  for (int j = 1; j < N; ++j) {
+    s0 = fmaf(w[j], v0[j], s0);
+    s1 = fmaf(w[j], v1[j], s1);
+  }
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(s0 - e0, s1 - e1);
+  const __nv_bfloat162 hi = __floats2bfloat162_rn(s0 + e0, s1 + e1);
+  a = *reinterpret_cast<const uint32_t*>(&lo);
+  b = *reinterpret_cast<const uint32_t*>(&hi);
+}
+
 /// The fast path of exact_sum_bf16x2: two adjacent outputs with the same weights, packed as a
 /// bf16x2 word (first output in the low half). `certified` says whether the word is the exact
 /// sums rounded once: both interval ends round alike (one compare of two packed conversions)
@@ -116,36 +136,22 @@ __device__ __forceinline__ uint32_t exact_sum_bf16x2_redo(const float (&w)[N], c
 template <int N>
 __device__ __forceinline__ uint32_t sum_bf16x2_fast(const float (&w)[N], const float (&v0)[N], const float (&v1)[N],
                                                     float e0, float e1, bool& certified) {
-  float s0 = w[0] * v0[0], s1 = w[0] * v1[0];
-#pragma unroll
-  for (int j = 1; j < N; ++j) {
-    s0 = fmaf(w[j], v0[j], s0);
-    s1 = fmaf(w[j], v1[j], s1);
-  }
-  const __nv_bfloat162 lo = __floats2bfloat162_rn(s0 - e0, s1 - e1);
-  const __nv_bfloat162 hi = __floats2bfloat162_rn(s0 + e0, s1 + e1);
-  const uint32_t a = *reinterpret_cast<const uint32_t*>(&lo);
-  const uint32_t b = *reinterpret_cast<const uint32_t*>(&hi);
+  float s0, s1;
+  uint32_t a, b;
+  sum_bf16x2_interval(w, v0, v1, e0, e1, s0, s1, a, b);
   certified = a == b && fabsf(s0) <= FLT_MAX && fabsf(s1) <= FLT_MAX;
   return a;
 }
 
-/// sum_bf16x2_fast's chains and interval test without the overflow checks, for callers whose
-/// bounds already exclude overflow and non-finite terms (post8): `certified` is and-ed with the
-/// test, so one flag collects many pairs.
+/// sum_bf16x2_fast without the overflow checks, for callers whose bounds already exclude
+/// overflow and non-finite terms (post8_fast): `certified` is and-ed with the interval test, so
+/// one flag collects many pairs.
 template <int N>
 __device__ __forceinline__ uint32_t sum_bf16x2_unchecked(const float (&w)[N], const float (&v0)[N], const float (&v1)[N],
                                                          float e0, float e1, bool& certified) {
-  float s0 = w[0] * v0[0], s1 = w[0] * v1[0];
-#pragma unroll
-  for (int j = 1; j < N; ++j) {
-    s0 = fmaf(w[j], v0[j], s0);
-    s1 = fmaf(w[j], v1[j], s1);
-  }
-  const __nv_bfloat162 lo = __floats2bfloat162_rn(s0 - e0, s1 - e1);
-  const __nv_bfloat162 hi = __floats2bfloat162_rn(s0 + e0, s1 + e1);
-  const uint32_t a = *reinterpret_cast<const uint32_t*>(&lo);
-  const uint32_t b = *reinterpret_cast<const uint32_t*>(&hi);
+  float s0, s1;
+  uint32_t a, b;
+  sum_bf16x2_interval(w, v0, v1, e0, e1, s0, s1, a, b);
   certified = certified && a == b;
   return a;
 }
