@@ -247,7 +247,7 @@ fi
 if [[ "$steps" == *" envs "* ]]; then
   # Rows of the diagnostics build (the gemmprobe step builds it) under environment settings:
   # MHC_S7_ENVS is a ';' list of "NAME=VALUE ..." (or "-" for none), MHC_S7_ENV_ROWS a ';' list of
-  # "op modes variant H T" rows.
+  # "op modes variant H T" rows or "run ARGS" (mhc run ARGS).
   S envs
   IFS=';' read -ra envs <<< "${MHC_S7_ENVS:--}"
   IFS=';' read -ra erows <<< "${MHC_S7_ENV_ROWS:-post_pre normal_fold post_pre.cuda_n4_staged 4096,7168 16384}"
@@ -255,6 +255,11 @@ if [[ "$steps" == *" envs "* ]]; then
     [ "$e" = - ] && e=""
     for r in "${erows[@]}"; do
       set -- $r
+      if [ "$1" = run ]; then  # "run ARGS": mhc run ARGS (e.g. run --graph-step 1,4,16)
+        shift
+        env $e timeout 40 ../build-s7-gprobe/tools/mhc run "$@" 2>&1 | grep -v "^{" | sed "s/^/env '$e': /"
+        continue
+      fi
       env $e timeout 30 ../build-s7-gprobe/tools/mhc bench --ops $1 --modes $2 --variant $3 --H $4 --T $5 \
         --budget-s ${MHC_S7_GPROBE_S:-5} 2>&1 | rows | sed "s/^/env '$e': /"
     done
