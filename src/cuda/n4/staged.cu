@@ -151,8 +151,6 @@ LaunchCtx stage_ctx(const LaunchCtx& ctx, char stage) {
 #ifdef MHC_GEMM_PROBE
   const char* off = std::getenv("MHC_NO_PDL_STAGES");
   if (off != nullptr && std::strchr(off, stage) != nullptr) c.pdl = false;
-#else
-  (void)stage;
 #endif
   return c;
 }
