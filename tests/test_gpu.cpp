@@ -789,6 +789,94 @@ TEST_P(GpuNanInf, OnlyThePoisonedTokenChanges) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, GpuNanInf, testing::ValuesIn(all_modes()), mode_name);
 
+// --- exact sums at their edges ----------------------------------------------------------------
+
+/// Rewrites the inputs of post and collapse cases so that every path of the exact sums runs
+/// (src/cuda/exact_sum.cuh): token t gets pattern t % 5. 0: the random inputs as made. 1: terms
+/// near bf16's largest magnitude with signs alternating by stream. 2: streams 0, 1 at +3e38,
+/// streams 2, 3 and the layer output at -3e38 / +3e38 with weights near 2, so the fp32 chains
+/// overflow although many exact sums are finite (the certification must reject an overflowed
+/// chain). 3: subnormal and tiny terms (the bound's underflow term). 4: ties: layer output 1,
+/// streams 2^-8, post weights 1, comb the identity; pre weights
+/// (0.5, 0.5, 0, 0) with streams 1, 1 + 2^-7, 1, 1: every output lands on a bf16 midpoint,
+/// which the fp32 interval never certifies.
+void extreme_terms(Case& c) {
+  const int n = c.cfg.n;
+  const int64_t H = c.cfg.H;
+  for (auto& kv : c.t) {
+    Tensor& x = kv.second;
+    if (x.output || !x.token_major()) continue;
+    const std::string& name = kv.first;
+    for (int64_t t = 0; t < x.rows(); ++t) {
+      const int pattern = static_cast<int>(t % 5);
+      if (pattern == 0) continue;
+      const size_t row = static_cast<size_t>(t * x.stride());
+      if (name == "residual" || name == "layer_output" || name == "embedding") {
+        const bool streams = name == "residual" && x.row_len() == static_cast<int64_t>(n) * H;
+        for (int64_t i = 0; i < x.row_len(); ++i) {
+          const int j = streams ? static_cast<int>(i / H) : -1;  // stream, -1 for a [T,H] row
+          double v = 0.0;
+          if (pattern == 1) v = ((i + j) % 2 == 0 ? 1.0 : -1.0) * (2.0e38 + 1.0e36 * static_cast<double>(i % 97));
+          if (pattern == 2) v = j < 0 ? 3.0e38 : (j < 2 ? 3.0e38 : -3.0e38);
+          if (pattern == 3) v = (i % 3 == 0 ? -1.0 : 1.0) * std::ldexp(1.0 + static_cast<double>(i % 7) / 8.0, -126 - static_cast<int>(i % 9));
+          if (pattern == 4) {
+            // post: 1 + 2^-8 from the layer output and one stream; collapse: (1 + (1 + 2^-7)) / 2
+            v = name == "layer_output" ? 1.0 : c.mode.op == OpKind::kPost ? std::ldexp(1.0, -8)
+                                                                          : (j == 1 ? 1.0 + std::ldexp(1.0, -7) : 1.0);
+          }
+          x.h16[row + static_cast<size_t>(i)] = to_bf16(v);
+        }
+      } else if (name == "post_mix" && (pattern == 2 || pattern == 4)) {
+        for (int k = 0; k < n; ++k) x.h32[row + static_cast<size_t>(k)] = pattern == 2 ? 1.9f : 1.0f;
+      } else if (name == "comb_mix" && pattern == 4) {
+        for (int k = 0; k < n * n; ++k) x.h32[row + static_cast<size_t>(k)] = k / n == k % n ? 1.0f : 0.0f;
+      } else if ((name == "pre_mix" || name == "pre_mix_in") && (pattern == 2 || pattern == 4)) {
+        for (int k = 0; k < n; ++k) x.h32[row + static_cast<size_t>(k)] = pattern == 4 ? (k < 2 ? 0.5f : 0.0f) : (k == n - 1 ? 1.8f : 1.9f);
+      }
+    }
+  }
+}
+
+class GpuExactSums : public testing::TestWithParam<std::string> {};
+
+// post's outputs and the carried collapse are exact sums rounded once: every CUDA variant must
+// match the float64 reference by the grid's rules (post: bit for bit) also where the fp32 fast
+// path cannot (overflowed chains, underflow, exact ties), i.e. where the certification must send
+// a sum to the double path.
+TEST_P(GpuExactSums, ExtremeTermsMatchReference) {
+  MHC_REQUIRE_GPU();
+  const int mi = mode_index(GetParam());
+  const Mode& m = modes()[static_cast<size_t>(mi)];
+  for (const Shape& s : std::vector<Shape>{{4, 4096, 45}, {4, 7168, 10}, {2, 1000, 15}}) {
+    SCOPED_TRACE(m.name + " " + shape_label(s.n, s.H, s.T));
+    const uint64_t seed = case_seed("exact-sums", mi, s.n, s.H, s.T);
+    Case c = make_case(m, s.n, s.H, s.T, seed);
+    const Weights w = make_weights(m, s.n, s.H, seed, false);
+    extreme_terms(c);
+    c.upload_inputs();
+    run_reference(c, w);
+    mhc::Workspace ws = mhc::Workspace::create(gpu(), s.T);
+    int ran = 0;
+    for (const std::string& v : variants_and_default(m.op)) {
+      c.poison_outputs();
+      if (!run_gpu(m, c.cfg, w, whole(c, true), ws, v)) continue;
+      ++ran;
+      c.download_outputs();
+      for (const std::string& o : c.outputs()) {
+        Tensor& t = c[o];
+        const Tally tally = compare_rows(t.dtype, c.checks.at(o), t.host(), t.stride(), t.got(), t.stride(), t.rows(),
+                                         t.row_len(), "extreme terms");
+        expect_tally(tally, c.checks.at(o), label_of(m.op, v) + " " + o);
+      }
+    }
+    EXPECT_GT(ran, 0);
+  }
+}
+
+std::string exact_sums_name(const testing::TestParamInfo<std::string>& p) { return p.param; }
+INSTANTIATE_TEST_SUITE_P(Modes, GpuExactSums, testing::Values("post", "post_broadcast", "collapse_carried"),
+                         exact_sums_name);
+
 // --- fused against unfused --------------------------------------------------------------------
 
 class GpuFusion : public testing::TestWithParam<int> {};

@@ -128,18 +128,29 @@ __device__ __forceinline__ void sum_bf16x2_interval(const float (&w)[N], const f
   b = *reinterpret_cast<const uint32_t*>(&hi);
 }
 
+/// The failure bits of one pair from sum_bf16x2_interval's words a (lower ends) and b (upper
+/// ends), to be or-ed over many pairs: nonzero where the ends round apart (a ^ b) or where a half
+/// of a is Inf or NaN (exponent all ones; an fp32 chain that overflowed or met a non-finite term
+/// ends there and stays there, so a finite a means the chain's bound holds). Three integer
+/// operations, no branch; a caller tests the or of its pairs once and redoes them all if it is
+/// nonzero (sound: a pair whose bits are zero is certified exactly as sum_bf16x2_fast's test).
+__device__ __forceinline__ uint32_t pair_failure(uint32_t a, uint32_t b) {
+  // a half's (exponent bits + 0x80) reaches bit 15 of the half only for exponent 0xff
+  const uint32_t nonfinite = ((a & 0x7f807f80u) + 0x00800080u) & 0x80008000u;
+  return (a ^ b) | nonfinite;
+}
+
 /// The fast path of exact_sum_bf16x2: two adjacent outputs with the same weights, packed as a
 /// bf16x2 word (first output in the low half). `certified` says whether the word is the exact
-/// sums rounded once: both interval ends round alike (one compare of two packed conversions)
-/// and both fp32 sums are finite (an fp32 overflow of a finite exact sum, or a NaN/Inf input,
-/// needs the double path). No branch, so a caller can run many pairs back to back and test once.
+/// sums rounded once: both interval ends round alike and are finite (pair_failure; an fp32
+/// overflow of a finite exact sum, or a NaN/Inf input, needs the double path). No branch.
 template <int N>
 __device__ __forceinline__ uint32_t sum_bf16x2_fast(const float (&w)[N], const float (&v0)[N], const float (&v1)[N],
                                                     float e0, float e1, bool& certified) {
   float s0, s1;
   uint32_t a, b;
   sum_bf16x2_interval(w, v0, v1, e0, e1, s0, s1, a, b);
-  certified = a == b && fabsf(s0) <= FLT_MAX && fabsf(s1) <= FLT_MAX;
+  certified = pair_failure(a, b) == 0;
   return a;
 }
 
