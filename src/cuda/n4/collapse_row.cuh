@@ -35,43 +35,20 @@ __device__ __forceinline__ void load_streams(const N4Params& p, CollapseKind kin
   }
 }
 
-/// The weighted collapse of one vector pair by pair (exact_sum_bf16x2: each pair tested on its
-/// own, else formed in double): collapse_vec's rare path, out of line.
-inline __device__ __noinline__ uint4 collapse_vec_checked(const float pre0, const float pre1, const float pre2,
-                                                   const float pre3, float pre_scale, const uint4 r0, const uint4 r1,
-                                                   const uint4 r2, const uint4 r3) {
-  const float pre[kN] = {pre0, pre1, pre2, pre3};
-  const uint4 r[kN] = {r0, r1, r2, r3};
-  uint32_t w[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float v0[kN], v1[kN], abs0, abs1;
-    column_pair(r, i, v0, v1, abs0, abs1);
-    w[i] = exact_sum_bf16x2(pre, v0, v1, sum_error_bound(pre_scale, abs0), sum_error_bound(pre_scale, abs1));
-  }
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
 /// The collapse of one vector: stream 0 bit for bit (identity); each output the exact sum
-/// rounded once (weighted: the 4 column pairs run the branch-free fast path, their failure bits
-/// (pair_failure) are or-ed and tested once, and collapse_vec_checked redoes the vector where
-/// any pair fails); the exact double sum divided by n, rounded once (mean head).
+/// rounded once, adjacent columns certified together (weighted); the exact double sum divided
+/// by n, rounded once (mean head).
 __device__ __forceinline__ uint4 collapse_vec(CollapseKind kind, const float (&pre)[kN], float pre_scale,
                                               const uint4 (&r)[kN]) {
   if (kind == CollapseKind::kIdentity) return r[0];
   uint32_t w[4];
   if (kind == CollapseKind::kWeighted) {
-    uint32_t failed = 0;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      float v0[kN], v1[kN], abs0, abs1, s0, s1;
-      uint32_t b;
+      float v0[kN], v1[kN], abs0, abs1;
       column_pair(r, i, v0, v1, abs0, abs1);
-      sum_bf16x2_interval(pre, v0, v1, sum_error_bound(pre_scale, abs0), sum_error_bound(pre_scale, abs1), s0, s1,
-                          w[i], b);
-      failed |= pair_failure(w[i], b);
+      w[i] = exact_sum_bf16x2(pre, v0, v1, sum_error_bound(pre_scale, abs0), sum_error_bound(pre_scale, abs1));
     }
-    if (failed != 0) return collapse_vec_checked(pre[0], pre[1], pre[2], pre[3], pre_scale, r[0], r[1], r[2], r[3]);
     return make_uint4(w[0], w[1], w[2], w[3]);
   }
   double acc[8];

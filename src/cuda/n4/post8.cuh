@@ -40,32 +40,8 @@ __device__ __forceinline__ PostWeights token_post_weights(const N4Params& p, int
   return post_weights(mix, mix + kN);
 }
 
-/// post8's rare path for column pair i, out of line so that the streaming path keeps nothing
-/// live for it: each output's pair tested on its own (sum_bf16x2_fast) and, where that fails,
-/// formed in double. w[k] receives output k's pair.
-inline __device__ __noinline__ void post8_column_checked(const PostWeights pw, const SumTerms t, uint32_t* w) {
-  float v0[kN + 1], v1[kN + 1], abs0, abs1;
-#pragma unroll
-  for (int j = 0; j <= kN; ++j) {
-    v0[j] = t.v0[j];
-    v1[j] = t.v1[j];
-    abs0 = j == 0 ? fabsf(v0[j]) : abs0 + fabsf(v0[j]);
-    abs1 = j == 0 ? fabsf(v1[j]) : abs1 + fabsf(v1[j]);
-  }
-#pragma unroll
-  for (int k = 0; k < kN; ++k) {
-    bool certified;
-    w[k] = sum_bf16x2_fast(pw.w[k], v0, v1, sum_error_bound(pw.scale[k], abs0), sum_error_bound(pw.scale[k], abs1),
-                           certified);
-    if (!certified) w[k] = exact_sum_bf16x2_redo(pw.w[k], v0, v1);
-  }
-}
-
-/// Per column pair, the 4 outputs run the branch-free fast path together (8 independent fp32
-/// chains, each with its own error bound); their failure bits (pair_failure: interval ends that
-/// round apart, or a non-finite end) are or-ed and tested once per column pair. Where any of
-/// the 4 fails (about 1 column pair in 100), post8_column_checked forms the 4 again pair by
-/// pair. Either way every output is the exact sum rounded once.
+/// Per column pair, the 4 outputs run the branch-free fast path together (8 independent chains)
+/// and are tested once; the rare uncertified ones (about 1 pair in 500) are redone in double.
 __device__ __forceinline__ void post8(const PostWeights& pw, const uint4 (&res)[kN], const uint4& lo,
                                       uint4 (&out)[kN]) {
   // the terms in the order of the weights: layer output, then the 4 streams
@@ -75,26 +51,19 @@ __device__ __forceinline__ void post8(const PostWeights& pw, const uint4 (&res)[
   for (int i = 0; i < 4; ++i) {
     float v0[kN + 1], v1[kN + 1], abs0, abs1;
     column_pair(terms, i, v0, v1, abs0, abs1);
-    uint32_t failed = 0;
+    bool certified[kN];
+    bool all = true;
 #pragma unroll
     for (int k = 0; k < kN; ++k) {
-      float s0, s1;
-      uint32_t b;
-      sum_bf16x2_interval(pw.w[k], v0, v1, sum_error_bound(pw.scale[k], abs0), sum_error_bound(pw.scale[k], abs1),
-                          s0, s1, w[k][i], b);
-      failed |= pair_failure(w[k][i], b);
+      w[k][i] = sum_bf16x2_fast(pw.w[k], v0, v1, sum_error_bound(pw.scale[k], abs0),
+                                sum_error_bound(pw.scale[k], abs1), certified[k]);
+      all = all && certified[k];
     }
-    if (failed != 0) {
-      SumTerms t;
+    if (!all) {
 #pragma unroll
-      for (int j = 0; j <= kN; ++j) {
-        t.v0[j] = v0[j];
-        t.v1[j] = v1[j];
+      for (int k = 0; k < kN; ++k) {
+        if (!certified[k]) w[k][i] = exact_sum_bf16x2_redo(pw.w[k], v0, v1);
       }
-      uint32_t col[kN];
-      post8_column_checked(pw, t, col);
-#pragma unroll
-      for (int k = 0; k < kN; ++k) w[k][i] = col[k];
     }
   }
 #pragma unroll

@@ -60,27 +60,43 @@ __device__ __noinline__ void post_flat_fix(const bf16_t* res, int64_t res_stream
 
 /// post alone, kPostFlat: one thread per (token, 8 columns) item of all 4 streams, grid-stride,
 /// the item's loads issued before its arithmetic.
+/// The grid stride steps (token, vector) without a division (dt tokens and dv vectors a step).
 /// kForm 0 is the kernel. The diagnostics build (-DMHC_GEMM_PROBE, MHC_POST_FLAT_FORM) also has
-/// the parts of session 14's reverted change, to time them apart (every form gives the same
-/// bits): bit 0 evict-first loads of the residual and layer output, bit 1 a grid stride without
-/// a division, bit 2 post8_fast with the uncertified pairs redone by post_flat_fix.
+/// other forms, to time them apart (every form gives the same bits): bit 0 evict-first loads of
+/// the residual and layer output, bit 1 the item's (token, vector) by a 64-bit division (the
+/// kernel before session 16), bit 2 post8_fast with the uncertified pairs redone by
+/// post_flat_fix, bit 3 two stride steps at a time (both items' loads issued before either's
+/// arithmetic; two resident blocks a multiprocessor for the registers).
 template <int kForm = 0>
-__global__ void __launch_bounds__(kThreadsB, 3) post_flat_kernel(const N4Params p) {
-  constexpr bool kEvictFirst = (kForm & 1) != 0, kNoDivision = (kForm & 2) != 0, kFastCert = (kForm & 4) != 0;
+__global__ void __launch_bounds__(kThreadsB, (kForm & 8) != 0 ? 2 : 3) post_flat_kernel(const N4Params p) {
+  constexpr bool kEvictFirst = (kForm & 1) != 0, kNoDivision = (kForm & 2) == 0, kFastCert = (kForm & 4) != 0,
+                 kTwo = (kForm & 8) != 0;
   pdl_launch_dependents();
   pdl_wait();
-  auto item = [&](int64_t t, int64_t v) {
-    const bf16_t* res = p.residual + t * p.residual_stride + v * 8;
-    uint4 r[kN];
-#pragma unroll
-    for (int j = 0; j < kN; ++j) r[j] = kEvictFirst ? ldcs16(res + j * p.res_stream_stride) : ld16(res + j * p.res_stream_stride);
-    const bf16_t* lo_src = p.layer_output + t * p.layer_output_stride + v * 8;
-    const uint4 lo = kEvictFirst ? ldcs16(lo_src) : ld16(lo_src);
+  struct In {
+    uint4 r[kN], lo;
     float post[kN], comb[kN * kN];
+  };
+  auto load = [&](int64_t t, int64_t v) {
+    In in;
+    const bf16_t* res = p.residual + t * p.residual_stride + v * 8;
 #pragma unroll
-    for (int j = 0; j < kN; ++j) post[j] = __ldcg(p.post_mix + t * p.post_mix_stride + j);
+    for (int j = 0; j < kN; ++j) in.r[j] = kEvictFirst ? ldcs16(res + j * p.res_stream_stride) : ld16(res + j * p.res_stream_stride);
+    const bf16_t* lo_src = p.layer_output + t * p.layer_output_stride + v * 8;
+    in.lo = kEvictFirst ? ldcs16(lo_src) : ld16(lo_src);
 #pragma unroll
-    for (int j = 0; j < kN * kN; ++j) comb[j] = __ldcg(p.comb_mix + t * p.comb_mix_stride + j);
+    for (int j = 0; j < kN; ++j) in.post[j] = __ldcg(p.post_mix + t * p.post_mix_stride + j);
+#pragma unroll
+    for (int j = 0; j < kN * kN; ++j) in.comb[j] = __ldcg(p.comb_mix + t * p.comb_mix_stride + j);
+    return in;
+  };
+  auto finish = [&](int64_t t, int64_t v, const In& in) {
+    const uint4(&r)[kN] = in.r;
+    const uint4& lo = in.lo;
+    const float(&post)[kN] = in.post;
+    const float(&comb)[kN * kN] = in.comb;
+    const bf16_t* res = p.residual + t * p.residual_stride + v * 8;
+    const bf16_t* lo_src = p.layer_output + t * p.layer_output_stride + v * 8;
     bf16_t* dst = p.residual_out + t * p.residual_out_stride + v * 8;
     if constexpr (kFastCert) {
       uint32_t w[kN][4];
@@ -98,7 +114,36 @@ __global__ void __launch_bounds__(kThreadsB, 3) post_flat_kernel(const N4Params 
       for (int j = 0; j < kN; ++j) st16(dst + j * p.H, out[j]);
     }
   };
-  if constexpr (kNoDivision) {
+  auto item = [&](int64_t t, int64_t v) { finish(t, v, load(t, v)); };
+  if constexpr (kTwo) {
+    const int vecs = static_cast<int>(p.H / 8);  // H <= kMaxH
+    const int threads = static_cast<int>(gridDim.x * blockDim.x);
+    const int first = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    const int dt = threads / vecs, dv = threads - dt * vecs;
+    int64_t t = first / vecs;
+    int v = first - static_cast<int>(t) * vecs;
+    auto step = [&](int64_t& tt, int& vv) {
+      tt += dt;
+      vv += dv;
+      if (vv >= vecs) {
+        vv -= vecs;
+        ++tt;
+      }
+    };
+    while (t < p.T) {
+      int64_t t2 = t;
+      int v2 = v;
+      step(t2, v2);
+      const bool two = t2 < p.T;
+      const In a = load(t, v);
+      const In b = load(two ? t2 : t, two ? v2 : v);
+      finish(t, v, a);
+      if (two) finish(t2, v2, b);
+      t = t2;
+      v = v2;
+      step(t, v);
+    }
+  } else if constexpr (kNoDivision) {
     // item i = t * vecs + v, stepped by the grid's thread count (dt tokens, dv vectors)
     const int vecs = static_cast<int>(p.H / 8);  // H <= kMaxH
     const int threads = static_cast<int>(gridDim.x * blockDim.x);
@@ -240,10 +285,12 @@ void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant) {
     const dim3 grid(static_cast<unsigned>(blocks_needed < cap ? blocks_needed : cap));
 #ifdef MHC_GEMM_PROBE
     if (const char* form = std::getenv("MHC_POST_FLAT_FORM"); form != nullptr && *form != '\0') {
-      constexpr void (*forms[8])(N4Params) = {post_flat_kernel<0>, post_flat_kernel<1>, post_flat_kernel<2>,
+      constexpr void (*forms[9])(N4Params) = {post_flat_kernel<0>, post_flat_kernel<1>, post_flat_kernel<2>,
                                               post_flat_kernel<3>, post_flat_kernel<4>, post_flat_kernel<5>,
-                                              post_flat_kernel<6>, post_flat_kernel<7>};
-      launch_kernel(forms[std::atoi(form) & 7], grid, kThreadsB, 0, ctx, p);
+                                              post_flat_kernel<6>, post_flat_kernel<7>, post_flat_kernel<8>};
+      const int f = std::atoi(form);
+      MHC_CHECK(f >= 0 && f <= 8, "MHC_POST_FLAT_FORM: forms 0 .. 8");
+      launch_kernel(forms[f], grid, kThreadsB, 0, ctx, p);
       return;
     }
 #endif
