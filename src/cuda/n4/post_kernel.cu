@@ -4,16 +4,17 @@
 // Three forms of one computation (launch_post_kernel's `variant`, src/cuda/n4/kernels.hpp; by
 // default kPostFlat); each output is post8's exact sum rounded once, so all give the same bits:
 //   kPostFlat       one thread per (token, 8-column vector) of all 4 streams, grid-stride over
-//                   tokens x vectors (at most 16 blocks of 256 threads per multiprocessor); the
-//                   token's 20 mixes are read per vector.
+//                   tokens x vectors two steps at a time (at most 16 blocks of 256 threads per
+//                   multiprocessor, 2 resident); the token's 20 mixes are read per vector.
 //   kPostRows       a block per token row (grid-stride over tokens): thread tid owns vectors
 //                   v = tid, tid + 256, ...; the token's mixes and post weights once per row; the
 //                   loads of kPostBatch vectors issued before any arithmetic.
 //   kPostPipelined  kPostRows, each thread's (token, vector) steps in sequence with the loads of
 //                   the next step (and the next token's mixes) in flight during this step's
 //                   arithmetic.
-// The residual and layer_output are streamed (read once: evict-first loads); residual_out is
-// stored normally (the staged plan re-reads it).
+// kPostRows and kPostPipelined stream the residual and layer_output with evict-first loads;
+// kPostFlat loads them normally (evict-first measured slower there, session 16 call 1);
+// residual_out is stored normally (the staged plan re-reads it).
 // Accumulation: post8 (src/cuda/n4/post8.cuh), each output the exact sum rounded once.
 // Envelope: n = 4, H % 8 == 0 within the n = 4 envelope, 16-byte aligned rows; the residual may
 // be the broadcast [T,H] form (res_stream_stride 0).
@@ -59,18 +60,21 @@ __device__ __noinline__ void post_flat_fix(const bf16_t* res, int64_t res_stream
 }
 
 /// post alone, kPostFlat: one thread per (token, 8 columns) item of all 4 streams, grid-stride,
-/// the item's loads issued before its arithmetic.
+/// two stride steps at a time: both items' loads are issued before either's arithmetic (twice
+/// the bytes in flight of one step at a time, which two resident blocks a multiprocessor give
+/// the registers for; session 16 call 2: post 322.9 -> 318.5 us at T = 16384, H = 4096).
 /// The grid stride steps (token, vector) without a division (dt tokens and dv vectors a step).
 /// kForm 0 is the kernel. The diagnostics build (-DMHC_GEMM_PROBE, MHC_POST_FLAT_FORM) also has
 /// other forms, to time them apart (every form gives the same bits): bit 0 evict-first loads of
 /// the residual and layer output, bit 1 the item's (token, vector) by a 64-bit division (the
 /// kernel before session 16), bit 2 post8_fast with the uncertified pairs redone by
-/// post_flat_fix, bit 3 two stride steps at a time (both items' loads issued before either's
-/// arithmetic; two resident blocks a multiprocessor for the registers).
+/// post_flat_fix, bit 3 one stride step at a time (three resident blocks a multiprocessor: the
+/// kernel before session 16), bit 4 the next step's loads issued before this step's arithmetic
+/// (software pipelined, two resident blocks).
 template <int kForm = 0>
-__global__ void __launch_bounds__(kThreadsB, (kForm & 8) != 0 ? 2 : 3) post_flat_kernel(const N4Params p) {
+__global__ void __launch_bounds__(kThreadsB, (kForm & 8) != 0 ? 3 : 2) post_flat_kernel(const N4Params p) {
   constexpr bool kEvictFirst = (kForm & 1) != 0, kNoDivision = (kForm & 2) == 0, kFastCert = (kForm & 4) != 0,
-                 kTwo = (kForm & 8) != 0;
+                 kPipelined = (kForm & 16) != 0, kTwo = (kForm & 8) == 0 && !kPipelined;
   pdl_launch_dependents();
   pdl_wait();
   struct In {
@@ -115,7 +119,7 @@ __global__ void __launch_bounds__(kThreadsB, (kForm & 8) != 0 ? 2 : 3) post_flat
     }
   };
   auto item = [&](int64_t t, int64_t v) { finish(t, v, load(t, v)); };
-  if constexpr (kTwo) {
+  if constexpr (kTwo || kPipelined) {
     const int vecs = static_cast<int>(p.H / 8);  // H <= kMaxH
     const int threads = static_cast<int>(gridDim.x * blockDim.x);
     const int first = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
@@ -130,18 +134,36 @@ __global__ void __launch_bounds__(kThreadsB, (kForm & 8) != 0 ? 2 : 3) post_flat
         ++tt;
       }
     };
-    while (t < p.T) {
-      int64_t t2 = t;
-      int v2 = v;
-      step(t2, v2);
-      const bool two = t2 < p.T;
-      const In a = load(t, v);
-      const In b = load(two ? t2 : t, two ? v2 : v);
-      finish(t, v, a);
-      if (two) finish(t2, v2, b);
-      t = t2;
-      v = v2;
-      step(t, v);
+    if constexpr (kPipelined) {
+      if (t >= p.T) return;
+      In cur = load(t, v);
+      while (true) {
+        int64_t t2 = t;
+        int v2 = v;
+        step(t2, v2);
+        const bool more = t2 < p.T;
+        const In next = load(more ? t2 : t, more ? v2 : v);  // the last step reloads its own item
+        finish(t, v, cur);
+        if (!more) break;
+        cur = next;
+        t = t2;
+        v = v2;
+      }
+    } else {
+      // Two steps at a time: both items' loads are issued before either's arithmetic.
+      while (t < p.T) {
+        int64_t t2 = t;
+        int v2 = v;
+        step(t2, v2);
+        const bool two = t2 < p.T;
+        const In a = load(t, v);
+        const In b = load(two ? t2 : t, two ? v2 : v);
+        finish(t, v, a);
+        if (two) finish(t2, v2, b);
+        t = t2;
+        v = v2;
+        step(t, v);
+      }
     }
   } else if constexpr (kNoDivision) {
     // item i = t * vecs + v, stepped by the grid's thread count (dt tokens, dv vectors)
@@ -285,12 +307,14 @@ void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant) {
     const dim3 grid(static_cast<unsigned>(blocks_needed < cap ? blocks_needed : cap));
 #ifdef MHC_GEMM_PROBE
     if (const char* form = std::getenv("MHC_POST_FLAT_FORM"); form != nullptr && *form != '\0') {
-      constexpr void (*forms[9])(N4Params) = {post_flat_kernel<0>, post_flat_kernel<1>, post_flat_kernel<2>,
-                                              post_flat_kernel<3>, post_flat_kernel<4>, post_flat_kernel<5>,
-                                              post_flat_kernel<6>, post_flat_kernel<7>, post_flat_kernel<8>};
       const int f = std::atoi(form);
-      MHC_CHECK(f >= 0 && f <= 8, "MHC_POST_FLAT_FORM: forms 0 .. 8");
-      launch_kernel(forms[f], grid, kThreadsB, 0, ctx, p);
+      constexpr int kForms[] = {0, 1, 2, 4, 8, 16};
+      constexpr void (*forms[])(N4Params) = {post_flat_kernel<0>, post_flat_kernel<1>, post_flat_kernel<2>,
+                                             post_flat_kernel<4>, post_flat_kernel<8>, post_flat_kernel<16>};
+      int k = 0;
+      while (k < 6 && kForms[k] != f) ++k;
+      MHC_CHECK(k < 6, "MHC_POST_FLAT_FORM: one of 0, 1, 2, 4, 8, 16");
+      launch_kernel(forms[k], grid, kThreadsB, 0, ctx, p);
       return;
     }
 #endif
