@@ -4,8 +4,9 @@
 // Three forms of one computation (launch_post_kernel's `variant`, src/cuda/n4/kernels.hpp; by
 // default kPostFlat); each output is post8's exact sum rounded once, so all give the same bits:
 //   kPostFlat       one thread per (token, 8-column vector) of all 4 streams, grid-stride over
-//                   tokens x vectors two steps at a time (at most 16 blocks of 256 threads per
-//                   multiprocessor, 2 resident); the token's 20 mixes are read per vector.
+//                   tokens x vectors (at most 16 blocks of 256 threads per multiprocessor), one
+//                   step at a time (3 resident blocks) or, for large T, two steps at a time
+//                   (2 resident blocks); the token's 20 mixes are read per vector.
 //   kPostRows       a block per token row (grid-stride over tokens): thread tid owns vectors
 //                   v = tid, tid + 256, ...; the token's mixes and post weights once per row; the
 //                   loads of kPostBatch vectors issued before any arithmetic.
@@ -33,6 +34,8 @@ namespace {
 constexpr int kPostBatch = 2;        // kPostRows: vectors per thread whose loads are issued together
 constexpr int kPostRowsBlocks = 2;   // kPostRows / kPostPipelined: resident blocks per multiprocessor
 constexpr int kMixes = kN + kN * kN; // post[4], comb[16] of a token
+constexpr int kPostOneStep = 8;      // post_flat_kernel's one-step form (kForm bit 3)
+constexpr int64_t kPostTwoStepItems = 16;  // items per one-step thread from which the two-step form runs
 
 /// post_flat_kernel<kForm>'s rare path (out of line, so the streaming loop keeps nothing live
 /// for it): the pairs of `failed` that post8_fast did not certify, formed again from reloaded
@@ -59,12 +62,12 @@ __device__ __noinline__ void post_flat_fix(const bf16_t* res, int64_t res_stream
   }
 }
 
-/// post alone, kPostFlat: one thread per (token, 8 columns) item of all 4 streams, grid-stride,
-/// two stride steps at a time: both items' loads are issued before either's arithmetic (twice
-/// the bytes in flight of one step at a time, which two resident blocks a multiprocessor give
-/// the registers for; session 16 call 2: post 322.9 -> 318.5 us at T = 16384, H = 4096).
-/// The grid stride steps (token, vector) without a division (dt tokens and dv vectors a step).
-/// kForm 0 is the kernel. The diagnostics build (-DMHC_GEMM_PROBE, MHC_POST_FLAT_FORM) also has
+/// post alone, kPostFlat: one thread per (token, 8 columns) item of all 4 streams, grid-stride.
+/// kForm 0 (large T) takes two stride steps at a time: both items' loads are issued before
+/// either's arithmetic (twice the bytes in flight per thread, two resident blocks a
+/// multiprocessor for the registers); kForm 8 (kPostOneStep, smaller T) one step at a time with
+/// three resident blocks. The grid stride steps (token, vector) without a division (dt tokens
+/// and dv vectors a step). launch_post_kernel picks the form by the items per thread. The diagnostics build (-DMHC_GEMM_PROBE, MHC_POST_FLAT_FORM) also has
 /// other forms, to time them apart (every form gives the same bits): bit 0 evict-first loads of
 /// the residual and layer output, bit 1 the item's (token, vector) by a 64-bit division (the
 /// kernel before session 16), bit 2 post8_fast with the uncertified pairs redone by
@@ -318,7 +321,14 @@ void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant) {
       return;
     }
 #endif
-    launch_kernel(post_flat_kernel<>, grid, kThreadsB, 0, ctx, p);
+    // Two steps at a time where each one-step thread of a full wave would take at least
+    // kPostTwoStepItems items (H = 4096: T >= 3168 on 132 multiprocessors); below that the
+    // one-step form (three resident blocks) keeps more items in flight. Both forms give the
+    // same bits (post8 per item). Session 16: two-step 318.5 against 327.3 us at T = 16384,
+    // H = 4096, a tie at T = 4096, 33.2 against 26.1 us at T = 1024.
+    const int64_t one_step_threads = static_cast<int64_t>(ctx.num_sms > 0 ? ctx.num_sms : 1) * 3 * kThreadsB;
+    const bool two_step = total >= kPostTwoStepItems * one_step_threads;
+    launch_kernel(two_step ? post_flat_kernel<0> : post_flat_kernel<kPostOneStep>, grid, kThreadsB, 0, ctx, p);
     return;
   }
   // A block per row at a time, every resident block busy: at most kPostRowsBlocks per SM.
@@ -333,7 +343,8 @@ void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant) {
 // that every launched kernel is listed).
 #include "src/cuda/kernel_list.cuh"
 void mhc::cuda::n4::list_post_kernels(KernelList& out) {
-  add_kernel(out, post_flat_kernel<>, "n4::post_flat_kernel");
+  add_kernel(out, post_flat_kernel<0>, "n4::post_flat_kernel<0> (two steps at a time)");
+  add_kernel(out, post_flat_kernel<kPostOneStep>, "n4::post_flat_kernel<8> (one step at a time)");
   add_kernel(out, post_rows_kernel, "n4::post_rows_kernel");
   add_kernel(out, post_pipelined_kernel, "n4::post_pipelined_kernel");
 }
