@@ -41,7 +41,7 @@ fi
 if [[ "$steps" == *" test "* ]]; then
   S test
   F=${MHC_S7_FILTER:-'Grid/GpuGrid.MatchesReference/*n4_H*:Modes/GpuFamily.*:Modes/GpuDecode.*:Modes/GpuBatch.*:Modes/GpuGraph.*:GpuErrors.*'}
-  timeout "${MHC_S7_TEST_S:-150}" $BD/tests/test_gpu --gtest_brief=1 --gtest_filter="$F" > "$R/gpu-tests.log" 2>&1
+  timeout "${MHC_S7_TEST_S:-300}" $BD/tests/test_gpu --gtest_brief=1 --gtest_filter="$F" > "$R/gpu-tests.log" 2>&1
   echo "gpu tests rc=$? $(grep -E '^\[  PASSED|^\[  FAILED|^\[  SKIPPED' "$R/gpu-tests.log" | head -3 | tr '\n' ' ')" | tee -a "$R/summary.txt"
   grep -E "^\[  FAILED" "$R/gpu-tests.log" | head -30 | tee -a "$R/summary.txt"
   grep -E "variant comparisons" "$R/gpu-tests.log" > "$R/family-counts.txt"
