@@ -24,6 +24,7 @@
 // 1e-5 x its row's RMS, (b) an RMSNorm-folded output behind an arithmetic collapse gets 2 ulps
 // (two bf16 rounding points), (c) post_pre's mixes and layer_input are judged against the
 // reference evaluated on the GPU's own residual_out (itself judged against the plain reference).
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
@@ -793,9 +794,10 @@ INSTANTIATE_TEST_SUITE_P(Modes, GpuNanInf, testing::ValuesIn(all_modes()), mode_
 
 /// Rewrites the inputs of post and collapse cases so that every path of the exact sums runs
 /// (src/cuda/exact_sum.cuh): token t gets pattern t % 5. 0: the random inputs as made. 1: terms
-/// near bf16's largest magnitude with signs alternating by stream. 2: streams 0, 1 at +3e38,
-/// streams 2, 3 and the layer output at -3e38 / +3e38 with weights near 2, so the fp32 chains
-/// overflow although many exact sums are finite (the certification must reject an overflowed
+/// near bf16's largest magnitude with signs alternating by stream. 2: the layer output at
+/// +3e38 with post weights 1.9 and comb weights 0.25, the streams at -3e38 (post); streams
+/// +3e38, +3e38, -3e38, -3e38 with pre weights 1.9, 1.9, 1.9, 1.8 (collapse): the fp32 chains
+/// overflow although the exact sums are finite (the certification must reject an overflowed
 /// chain). 3: subnormal and tiny terms (the bound's underflow term). 4: ties: layer output 1,
 /// streams 2^-8, post weights 1, comb the identity; pre weights
 /// (0.5, 0.5, 0, 0) with streams 1, 1 + 2^-7, 1, 1: every output lands on a bf16 midpoint,
@@ -817,7 +819,11 @@ void extreme_terms(Case& c) {
           const int j = streams ? static_cast<int>(i / H) : -1;  // stream, -1 for a [T,H] row
           double v = 0.0;
           if (pattern == 1) v = ((i + j) % 2 == 0 ? 1.0 : -1.0) * (2.0e38 + 1.0e36 * static_cast<double>(i % 97));
-          if (pattern == 2) v = j < 0 ? 3.0e38 : (j < 2 ? 3.0e38 : -3.0e38);
+          if (pattern == 2) {
+            // post: 1.9 x 3e38 overflows fp32, the exact 3e38 x (1.9 - 4 x 0.25) does not;
+            // collapse: 1.9 x 3e38 overflows, 3e38 x (1.9 + 1.9 - 1.9 - 1.8) does not
+            v = name == "layer_output" ? 3.0e38 : c.mode.op == OpKind::kPost ? -3.0e38 : (j < 2 ? 3.0e38 : -3.0e38);
+          }
           if (pattern == 3) v = (i % 3 == 0 ? -1.0 : 1.0) * std::ldexp(1.0 + static_cast<double>(i % 7) / 8.0, -126 - static_cast<int>(i % 9));
           if (pattern == 4) {
             // post: 1 + 2^-8 from the layer output and one stream; collapse: (1 + (1 + 2^-7)) / 2
@@ -828,13 +834,43 @@ void extreme_terms(Case& c) {
         }
       } else if (name == "post_mix" && (pattern == 2 || pattern == 4)) {
         for (int k = 0; k < n; ++k) x.h32[row + static_cast<size_t>(k)] = pattern == 2 ? 1.9f : 1.0f;
-      } else if (name == "comb_mix" && pattern == 4) {
-        for (int k = 0; k < n * n; ++k) x.h32[row + static_cast<size_t>(k)] = k / n == k % n ? 1.0f : 0.0f;
+      } else if (name == "comb_mix" && (pattern == 2 || pattern == 4)) {
+        for (int k = 0; k < n * n; ++k) {
+          x.h32[row + static_cast<size_t>(k)] = pattern == 2 ? 0.25f : k / n == k % n ? 1.0f : 0.0f;
+        }
       } else if ((name == "pre_mix" || name == "pre_mix_in") && (pattern == 2 || pattern == 4)) {
         for (int k = 0; k < n; ++k) x.h32[row + static_cast<size_t>(k)] = pattern == 4 ? (k < 2 ? 0.5f : 0.0f) : (k == n - 1 ? 1.8f : 1.9f);
       }
     }
   }
+}
+
+/// The outputs where post's plain fp32 chain, rounded to bf16 without a certificate, differs
+/// from the reference (c's host residual_out after run_reference); mode post with [T,n,H] rows.
+int64_t naive_post_differences(Case& c) {
+  const int n = c.cfg.n;
+  const int64_t H = c.cfg.H;
+  const Tensor& res = c["residual"];
+  const Tensor& lo = c["layer_output"];
+  const Tensor& pm = c["post_mix"];
+  const Tensor& cm = c["comb_mix"];
+  const Tensor& out = c["residual_out"];
+  int64_t differ = 0;
+  for (int64_t t = 0; t < c.T; ++t) {
+    for (int k = 0; k < n; ++k) {
+      for (int64_t h = 0; h < H; ++h) {
+        float s = pm.h32[static_cast<size_t>(t * pm.stride() + k)] * from_bf16(lo.h16[static_cast<size_t>(t * lo.stride() + h)]);
+        for (int j = 0; j < n; ++j) {
+          s = std::fma(cm.h32[static_cast<size_t>(t * cm.stride() + j * n + k)],
+                       from_bf16(res.h16[static_cast<size_t>(t * res.stride() + j * H + h)]), s);
+        }
+        const uint16_t want = out.h16[static_cast<size_t>(t * out.stride() + k * H + h)];
+        const uint16_t naive = mhc::detail::float_to_bf16(s);
+        differ += naive != want && !((naive & 0x7fff) > 0x7f80 && (want & 0x7fff) > 0x7f80);  // NaN = NaN
+      }
+    }
+  }
+  return differ;
 }
 
 class GpuExactSums : public testing::TestWithParam<std::string> {};
@@ -855,6 +891,11 @@ TEST_P(GpuExactSums, ExtremeTermsMatchReference) {
     extreme_terms(c);
     c.upload_inputs();
     run_reference(c, w);
+    if (m.op == OpKind::kPost && !m.broadcast) {
+      // The cases must reach past the fp32 fast path: a post kernel that rounded its fp32 chain
+      // (post[k] * o, then fmaf over the streams) without certifying it would fail them.
+      EXPECT_GT(naive_post_differences(c), 0) << "the extreme terms never defeat an uncertified fp32 chain";
+    }
     mhc::Workspace ws = mhc::Workspace::create(gpu(), s.T);
     int ran = 0;
     for (const std::string& v : variants_and_default(m.op)) {
