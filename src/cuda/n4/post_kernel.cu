@@ -62,6 +62,30 @@ __device__ __noinline__ void post_flat_fix(const bf16_t* res, int64_t res_stream
   }
 }
 
+/// The grid stride over post_flat_kernel's (token, 8-column vector) items without a division:
+/// this thread's first item, and a step of the grid's thread count (dt tokens and dv vectors).
+struct ItemStride {
+  int vecs, dt, dv;
+  __device__ explicit ItemStride(int64_t H) : vecs(static_cast<int>(H / 8)) {  // H <= kMaxH
+    const int threads = static_cast<int>(gridDim.x * blockDim.x);
+    dt = threads / vecs;
+    dv = threads - dt * vecs;
+  }
+  __device__ void first(int64_t& t, int& v) const {
+    const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    t = i / vecs;
+    v = i - static_cast<int>(t) * vecs;
+  }
+  __device__ void step(int64_t& t, int& v) const {
+    t += dt;
+    v += dv;
+    if (v >= vecs) {
+      v -= vecs;
+      ++t;
+    }
+  }
+};
+
 /// post alone, kPostFlat: one thread per (token, 8 columns) item of all 4 streams, grid-stride.
 /// kForm 0 (large T) takes two stride steps at a time: both items' loads are issued before
 /// either's arithmetic (twice the bytes in flight per thread, two resident blocks a
@@ -122,28 +146,18 @@ __global__ void __launch_bounds__(kThreadsB, (kForm & 8) != 0 ? 3 : 2) post_flat
     }
   };
   auto item = [&](int64_t t, int64_t v) { finish(t, v, load(t, v)); };
-  if constexpr (kTwo || kPipelined) {
-    const int vecs = static_cast<int>(p.H / 8);  // H <= kMaxH
-    const int threads = static_cast<int>(gridDim.x * blockDim.x);
-    const int first = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-    const int dt = threads / vecs, dv = threads - dt * vecs;
-    int64_t t = first / vecs;
-    int v = first - static_cast<int>(t) * vecs;
-    auto step = [&](int64_t& tt, int& vv) {
-      tt += dt;
-      vv += dv;
-      if (vv >= vecs) {
-        vv -= vecs;
-        ++tt;
-      }
-    };
+  if constexpr (kTwo || kPipelined || kNoDivision) {
+    const ItemStride stride(p.H);
+    int64_t t;
+    int v;
+    stride.first(t, v);
     if constexpr (kPipelined) {
       if (t >= p.T) return;
       In cur = load(t, v);
       while (true) {
         int64_t t2 = t;
         int v2 = v;
-        step(t2, v2);
+        stride.step(t2, v2);
         const bool more = t2 < p.T;
         const In next = load(more ? t2 : t, more ? v2 : v);  // the last step reloads its own item
         finish(t, v, cur);
@@ -152,12 +166,12 @@ __global__ void __launch_bounds__(kThreadsB, (kForm & 8) != 0 ? 3 : 2) post_flat
         t = t2;
         v = v2;
       }
-    } else {
+    } else if constexpr (kTwo) {
       // Two steps at a time: both items' loads are issued before either's arithmetic.
       while (t < p.T) {
         int64_t t2 = t;
         int v2 = v;
-        step(t2, v2);
+        stride.step(t2, v2);
         const bool two = t2 < p.T;
         const In a = load(t, v);
         const In b = load(two ? t2 : t, two ? v2 : v);
@@ -165,23 +179,16 @@ __global__ void __launch_bounds__(kThreadsB, (kForm & 8) != 0 ? 3 : 2) post_flat
         if (two) finish(t2, v2, b);
         t = t2;
         v = v2;
-        step(t, v);
+        stride.step(t, v);
       }
-    }
-  } else if constexpr (kNoDivision) {
-    // item i = t * vecs + v, stepped by the grid's thread count (dt tokens, dv vectors)
-    const int vecs = static_cast<int>(p.H / 8);  // H <= kMaxH
-    const int threads = static_cast<int>(gridDim.x * blockDim.x);
-    const int first = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-    const int dt = threads / vecs, dv = threads - dt * vecs;
-    int64_t t = first / vecs;
-    int v = first - static_cast<int>(t) * vecs;
-    for (; t < p.T; t += dt, v += dv) {
-      if (v >= vecs) {
-        v -= vecs;
-        if (++t >= p.T) break;
+    } else {
+      for (; t < p.T; t += stride.dt, v += stride.dv) {
+        if (v >= stride.vecs) {
+          v -= stride.vecs;
+          if (++t >= p.T) break;
+        }
+        item(t, v);
       }
-      item(t, v);
     }
   } else {
     const int64_t vecs = p.H / 8;
