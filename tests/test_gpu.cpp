@@ -845,6 +845,26 @@ void extreme_terms(Case& c) {
   }
 }
 
+/// Runs each of `variants` that accepts the call on c's inputs and judges every output against
+/// c's reference (run_reference before) by its check; returns how many variants ran.
+int judge_variants(const Mode& m, Case& c, const Weights& w, mhc::Workspace& ws, const std::vector<std::string>& variants,
+                   const std::string& label) {
+  int ran = 0;
+  for (const std::string& v : variants) {
+    c.poison_outputs();
+    if (!run_gpu(m, c.cfg, w, whole(c, true), ws, v)) continue;
+    ++ran;
+    c.download_outputs();
+    for (const std::string& o : c.outputs()) {
+      Tensor& t = c[o];
+      const Tally tally = compare_rows(t.dtype, c.checks.at(o), t.host(), t.stride(), t.got(), t.stride(), t.rows(),
+                                       t.row_len(), label);
+      expect_tally(tally, c.checks.at(o), label_of(m.op, v) + " " + o + " (" + label + ")");
+    }
+  }
+  return ran;
+}
+
 /// The outputs where post's plain fp32 chain, rounded to bf16 without a certificate, differs
 /// from the reference (c's host residual_out after run_reference); mode post with [T,n,H] rows.
 int64_t naive_post_differences(Case& c) {
@@ -897,20 +917,7 @@ TEST_P(GpuExactSums, ExtremeTermsMatchReference) {
       EXPECT_GT(naive_post_differences(c), 0) << "the extreme terms never defeat an uncertified fp32 chain";
     }
     mhc::Workspace ws = mhc::Workspace::create(gpu(), s.T);
-    int ran = 0;
-    for (const std::string& v : variants_and_default(m.op)) {
-      c.poison_outputs();
-      if (!run_gpu(m, c.cfg, w, whole(c, true), ws, v)) continue;
-      ++ran;
-      c.download_outputs();
-      for (const std::string& o : c.outputs()) {
-        Tensor& t = c[o];
-        const Tally tally = compare_rows(t.dtype, c.checks.at(o), t.host(), t.stride(), t.got(), t.stride(), t.rows(),
-                                         t.row_len(), "extreme terms");
-        expect_tally(tally, c.checks.at(o), label_of(m.op, v) + " " + o);
-      }
-    }
-    EXPECT_GT(ran, 0);
+    EXPECT_GT(judge_variants(m, c, w, ws, variants_and_default(m.op), "extreme terms"), 0);
   }
 }
 
@@ -1405,20 +1412,7 @@ TEST(GpuSinkhorn, BothFormsMatchReference) {
       c.cfg.sinkhorn_eps = sc.eps;
       c.cfg.sinkhorn_iters = sc.iters;
       run_reference(c, w);
-      int ran = 0;
-      for (const std::string& v : cuda_variants(m.op)) {
-        c.poison_outputs();
-        if (!run_gpu(m, c.cfg, w, whole(c, true), ws, v)) continue;
-        ++ran;
-        c.download_outputs();
-        for (const std::string& o : c.outputs()) {
-          Tensor& t = c[o];
-          const Tally tally = compare_rows(t.dtype, c.checks.at(o), t.host(), t.stride(), t.got(), t.stride(),
-                                           t.rows(), t.row_len(), label);
-          expect_tally(tally, c.checks.at(o), v + " " + o + " (" + label + ")");
-        }
-      }
-      EXPECT_GT(ran, 0) << "no CUDA mixes variant ran at " << label;
+      EXPECT_GT(judge_variants(m, c, w, ws, cuda_variants(m.op), label), 0) << "no CUDA mixes variant ran at " << label;
     }
   }
 }
