@@ -91,13 +91,14 @@ struct ItemStride {
 /// either's arithmetic (twice the bytes in flight per thread, two resident blocks a
 /// multiprocessor for the registers); kForm 8 (kPostOneStep, smaller T) one step at a time with
 /// three resident blocks. The grid stride steps (token, vector) without a division (dt tokens
-/// and dv vectors a step). launch_post_kernel picks the form by the items per thread. The diagnostics build (-DMHC_GEMM_PROBE, MHC_POST_FLAT_FORM) also has
-/// other forms, to time them apart (every form gives the same bits): bit 0 evict-first loads of
-/// the residual and layer output, bit 1 the item's (token, vector) by a 64-bit division (the
-/// kernel before session 16), bit 2 post8_fast with the uncertified pairs redone by
-/// post_flat_fix, bit 3 one stride step at a time (three resident blocks a multiprocessor: the
-/// kernel before session 16), bit 4 the next step's loads issued before this step's arithmetic
-/// (software pipelined, two resident blocks).
+/// and dv vectors a step). launch_post_kernel picks the form by the items per thread.
+/// The diagnostics build (-DMHC_GEMM_PROBE, MHC_POST_FLAT_FORM) also has other forms, to time
+/// them apart (every form gives the same bits): bit 0 evict-first loads of the residual and
+/// layer output, bit 2 post8_fast with the uncertified pairs redone by post_flat_fix, bit 3 one
+/// stride step at a time (three resident blocks), bits 3 and 1 together the one-step form with
+/// each item's (token, vector) by a 64-bit division (the kernel before session 16), bit 4 the
+/// next step's loads issued before this step's arithmetic (software pipelined, two resident
+/// blocks).
 template <int kForm = 0>
 __global__ void __launch_bounds__(kThreadsB, (kForm & 8) != 0 ? 3 : 2) post_flat_kernel(const N4Params p) {
   constexpr bool kEvictFirst = (kForm & 1) != 0, kNoDivision = (kForm & 2) == 0, kFastCert = (kForm & 4) != 0,
@@ -318,12 +319,12 @@ void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant) {
 #ifdef MHC_GEMM_PROBE
     if (const char* form = std::getenv("MHC_POST_FLAT_FORM"); form != nullptr && *form != '\0') {
       const int f = std::atoi(form);
-      constexpr int kForms[] = {0, 1, 2, 4, 8, 16};
-      constexpr void (*forms[])(N4Params) = {post_flat_kernel<0>, post_flat_kernel<1>, post_flat_kernel<2>,
-                                             post_flat_kernel<4>, post_flat_kernel<8>, post_flat_kernel<16>};
+      constexpr int kForms[] = {0, 1, 4, 8, 10, 16};
+      constexpr void (*forms[])(N4Params) = {post_flat_kernel<0>, post_flat_kernel<1>, post_flat_kernel<4>,
+                                             post_flat_kernel<8>, post_flat_kernel<10>, post_flat_kernel<16>};
       int k = 0;
       while (k < 6 && kForms[k] != f) ++k;
-      MHC_CHECK(k < 6, "MHC_POST_FLAT_FORM: one of 0, 1, 2, 4, 8, 16");
+      MHC_CHECK(k < 6, "MHC_POST_FLAT_FORM: one of 0, 1, 4, 8, 10, 16");
       launch_kernel(forms[k], grid, kThreadsB, 0, ctx, p);
       return;
     }
