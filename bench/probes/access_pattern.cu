@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "stream_timing.cuh"
+
 constexpr int64_t kT = 16384, kRow = 32768;  // tokens, bytes a token (4 streams x 4096 bf16)
 constexpr int kWarps = 8, kThreads = kWarps * 32;
 
@@ -91,27 +93,10 @@ int main() {
   cudaMalloc(&y, 1 << 30);
   cudaMalloc(&sink, 4);
   cudaMemset(x, 1, 1 << 30);
-  int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  auto best_ms = [&](auto&& f) {
-    float best = 1e30f;
-    for (int r = 0; r < 12; ++r) {
-      cudaEventRecord(e0);
-      f();
-      cudaEventRecord(e1);
-      cudaEventSynchronize(e1);
-      float ms = 0;
-      cudaEventElapsedTime(&ms, e0, e1);
-      if (r >= 2 && ms < best) best = ms;
-    }
-    return best;
-  };
-  const float copy_ms = best_ms([&] { cudaMemcpyAsync(y, x, 1 << 30, cudaMemcpyDeviceToDevice); });
-  const double copy_gbs = 2.0 * (1 << 30) / copy_ms / 1e6;
-  std::printf("copy (1 GiB, read + write): %.1f GB/s\n", copy_gbs);
+  const int sms = sm_count();
+  StreamTimer timer;
+  auto best_ms = [&](auto&& f) { return timer.best_ms(f); };
+  const double copy_gbs = timer.copy_gbs();
   const Pattern pats[] = {{256, false, true},  {256, true, true},   {256, false, false}, {256, true, false},
                           {512, false, false}, {512, true, false},  {1024, false, false}, {1024, true, false},
                           {2048, false, false}, {2048, true, false}, {8192, true, false}};

@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "stream_timing.cuh"
+
 constexpr int64_t kT = 16384, kH = 4096;         // tokens, hidden size (bf16 columns)
 constexpr int64_t kVecs = kH / 8;                // 16-byte vectors a stream row
 constexpr int kSeg = 2048;                       // bytes of a row a bulk stage holds (1024 columns)
@@ -185,39 +187,19 @@ __global__ void count_differences(const uint4* a, const uint4* b, int64_t n, uns
 
 int main() {
   const size_t res_bytes = kT * 4 * kH * 2, lo_bytes = kT * kH * 2;
-  unsigned char *res, *lo, *out, *ref, *x, *y;
+  StreamTimer timer;
+  const double copy_gbs = timer.copy_gbs();
+  auto best_ms = [&](auto&& f) { return timer.best_ms(f); };
+  const int sms = sm_count();
+  unsigned char *res, *lo, *out, *ref;
   unsigned long long* bad;
   cudaMalloc(&res, res_bytes);
   cudaMalloc(&lo, lo_bytes);
   cudaMalloc(&out, res_bytes);
   cudaMalloc(&ref, res_bytes);
-  cudaMalloc(&x, 1 << 30);
-  cudaMalloc(&y, 1 << 30);
   cudaMalloc(&bad, sizeof(unsigned long long));
   cudaMemset(res, 0x35, res_bytes);
   cudaMemset(lo, 0x5a, lo_bytes);
-  cudaMemset(x, 1, 1 << 30);
-  int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  auto best_ms = [&](auto&& f) {
-    float best = 1e30f;
-    for (int r = 0; r < 12; ++r) {
-      cudaEventRecord(e0);
-      f();
-      cudaEventRecord(e1);
-      cudaEventSynchronize(e1);
-      float ms = 0;
-      cudaEventElapsedTime(&ms, e0, e1);
-      if (r >= 2 && ms < best) best = ms;
-    }
-    return best;
-  };
-  const float copy_ms = best_ms([&] { cudaMemcpyAsync(y, x, 1 << 30, cudaMemcpyDeviceToDevice); });
-  const double copy_gbs = 2.0 * (1 << 30) / copy_ms / 1e6;
-  std::printf("copy (1 GiB, read + write): %.1f GB/s\n", copy_gbs);
   const double bytes = 2.0 * res_bytes + lo_bytes;  // post's 18 H a token
   auto report = [&](const char* name, float ms, const unsigned char* written) {
     cudaMemset(bad, 0, sizeof(unsigned long long));
