@@ -35,6 +35,8 @@ constexpr int kPostBatch = 2;        // kPostRows: vectors per thread whose load
 constexpr int kPostRowsBlocks = 2;   // kPostRows / kPostPipelined: resident blocks per multiprocessor
 constexpr int kMixes = kN + kN * kN; // post[4], comb[16] of a token
 constexpr int kPostOneStep = 8;      // post_flat_kernel's one-step form (kForm bit 3)
+constexpr int kPostOneStepBlocks = 3;  // its resident blocks per multiprocessor (85 registers)
+constexpr int kPostTwoStepBlocks = 2;  // the two-step and pipelined forms' (128 registers)
 constexpr int64_t kPostTwoStepItems = 16;  // items per one-step thread from which the two-step form runs
 
 /// post_flat_kernel<kForm>'s rare path (out of line, so the streaming loop keeps nothing live
@@ -100,7 +102,8 @@ struct ItemStride {
 /// next step's loads issued before this step's arithmetic (software pipelined, two resident
 /// blocks).
 template <int kForm = 0>
-__global__ void __launch_bounds__(kThreadsB, (kForm & 8) != 0 ? 3 : 2) post_flat_kernel(const N4Params p) {
+__global__ void __launch_bounds__(kThreadsB, (kForm & 8) != 0 ? kPostOneStepBlocks : kPostTwoStepBlocks)
+    post_flat_kernel(const N4Params p) {
   constexpr bool kEvictFirst = (kForm & 1) != 0, kNoDivision = (kForm & 2) == 0, kFastCert = (kForm & 4) != 0,
                  kPipelined = (kForm & 16) != 0, kTwo = (kForm & 8) == 0 && !kPipelined;
   pdl_launch_dependents();
@@ -334,7 +337,8 @@ void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant) {
     // one-step form (three resident blocks) keeps more items in flight. Both forms give the
     // same bits (post8 per item). Session 16: two-step 318.5 against 327.3 us at T = 16384,
     // H = 4096, a tie at T = 4096, 33.2 against 26.1 us at T = 1024.
-    const int64_t one_step_threads = static_cast<int64_t>(ctx.num_sms > 0 ? ctx.num_sms : 1) * 3 * kThreadsB;
+    const int64_t one_step_threads =
+        static_cast<int64_t>(ctx.num_sms > 0 ? ctx.num_sms : 1) * kPostOneStepBlocks * kThreadsB;
     const bool two_step = total >= kPostTwoStepItems * one_step_threads;
     launch_kernel(two_step ? post_flat_kernel<0> : post_flat_kernel<kPostOneStep>, grid, kThreadsB, 0, ctx, p);
     return;
