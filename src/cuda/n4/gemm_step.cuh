@@ -21,9 +21,10 @@ static_assert(kMmaSteps * 16 == kChunkCols && kNTiles == 9, "the step's mma shap
 
 /// The steps of one owner of a ring (a warp of gemm_kernel): its
 /// block-local items are owner + owners * k, and step s is stream s % 4 of item s / 4.
+template <typename Items>
 struct OwnerSteps {
   int owner, owners, count;  // count: the owner's steps
-  __device__ OwnerSteps(const ChunkTileItems& items, int owner_, int owners_) : owner(owner_), owners(owners_) {
+  __device__ OwnerSteps(const Items& items, int owner_, int owners_) : owner(owner_), owners(owners_) {
     const int mine = items.count > owner ? (items.count - owner + owners - 1) / owners : 0;
     count = mine * kN;
   }
@@ -60,7 +61,8 @@ __device__ __forceinline__ void load_fragments(const N4Params& p, unsigned char*
 
 // The copies of one step into `slot`: stream j of the item's 32 tokens, the chunk's 128 columns.
 // Lane (h, vec) copies vector vec of rows 2 rr + h; a row past p.T is zero-filled.
-__device__ __forceinline__ void issue_step(const N4Params& p, const ChunkTileItems& items, int local, int j,
+template <typename Items>
+__device__ __forceinline__ void issue_step(const N4Params& p, const Items& items, int local, int j,
                                            unsigned char* slot, int lane) {
   const int chunk = items.chunk(local);
   const int64_t tile = items.tile(local);
