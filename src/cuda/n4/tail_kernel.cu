@@ -37,8 +37,8 @@ struct TailParams {
   int32_t tiles;
 };
 
-// Two blocks of 256 threads beside one gemm_kernel block (184 registers x 256 threads) would need
-// 36 registers; one needs 72 or fewer.
+// 72 registers: one block of 256 threads fits beside a gemm_kernel block (184 x 256 of the 64 K);
+// the fold's vectors of H > 4096 spill a little, of H > 8192 more.
 template <int kVecs>
 __global__ void __maxnreg__(72) tail_kernel(const TailParams tp) {
   __shared__ float s_dot[kTailTokens][kPartial];  // [token][row]: 24 dots, sum of squares
@@ -52,6 +52,7 @@ __global__ void __maxnreg__(72) tail_kernel(const TailParams tp) {
   if (tid == 0) {
     const uint32_t* arrived = p.tile_arrive + t0 / kTile;
     while (ld_acquire_gpu(arrived) < static_cast<uint32_t>(p.chunks)) __nanosleep(200);
+    __threadfence();
   }
   __syncthreads();
   finalize_sums<fin_elems(kTailTokens), fin_elems(kTailTokens)>(p, t0, count, s_dot);
