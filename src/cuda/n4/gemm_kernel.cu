@@ -60,7 +60,8 @@ static_assert(kGemmSmem <= 227 * 1024, "gemm_kernel shared memory");
 // to measure what such a change would buy). Only 0 gives correct partials.
 // kOrdered (the overlap plan): the items of OrderedItems, and after an item's partials are
 // stored the warp adds 1 to p.tile_arrive[tile] (release), which tail_kernel waits for.
-template <int kWarps = kGemmWarps, int kSlots = kGemmSlots, int kPart = 0, bool kOrdered = false>
+// kKeepL2 (diagnostics, ordered only): the copies mark the streams evict-last in L2.
+template <int kWarps = kGemmWarps, int kSlots = kGemmSlots, int kPart = 0, bool kOrdered = false, bool kKeepL2 = false>
 __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) {
   constexpr int kGemmThreads = kWarps * 32;
   constexpr bool kCopies = kPart != 4 && kPart != 6, kDoSquares = kPart != 1 && kPart != 3 && kPart != 5 && kPart != 7,
@@ -84,7 +85,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) 
   unsigned char* ring = smem + kFragBytes + warp * kSlots * kSlotBytes;
 #pragma unroll
   for (int s = 0; s < kSlots; ++s) {
-    if (kCopies && s < steps.count) issue_step(p, items, steps.item(s), s % kN, ring + s * kSlotBytes, lane);
+    if (kCopies && s < steps.count) issue_step<Items, kKeepL2>(p, items, steps.item(s), s % kN, ring + s * kSlotBytes, lane);
     cp_async_commit();
   }
   float part[kMTiles][3][4];
@@ -126,7 +127,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) 
       }
       __syncwarp();  // every lane is done reading the slot
       const int next = s + kSlots;
-      if (kCopies && next < steps.count) issue_step(p, items, steps.item(next), next % kN, slot, lane);
+      if (kCopies && next < steps.count) issue_step<Items, kKeepL2>(p, items, steps.item(next), next % kN, slot, lane);
       cp_async_commit();
     }
   }
@@ -196,8 +197,19 @@ void launch_gemm_kernel_ordered(const N4Params& p, const LaunchCtx& ctx) {
   const int64_t tiles = (p.T + kTile - 1) / kTile;
   int64_t k = ctx.num_sms / p.chunks;
   k = k < 1 ? 1 : k > tiles ? tiles : k;
-  launch_kernel(gemm_kernel<kGemmWarps, kGemmSlots, 0, true>, dim3(static_cast<unsigned>(k * p.chunks)), kGemmWarps * 32,
-                kGemmSmem, ctx, p);
+  const dim3 grid(static_cast<unsigned>(k * p.chunks));
+#ifdef MHC_GEMM_PROBE
+  // MHC_OVERLAP_FORM="keep tokens" (tail_kernel.cu): keep = 1 marks the copies evict-last.
+  if (const char* form = std::getenv("MHC_OVERLAP_FORM"); form != nullptr && *form == '1') {
+    int device = 0;
+    MHC_CUDA_CHECK(cudaGetDevice(&device));
+    static const bool allowed = allow_dynamic_smem(gemm_kernel<kGemmWarps, kGemmSlots, 0, true, true>, device, kGemmSmem);
+    MHC_CHECK(allowed, "gemm probe: shared memory");
+    launch_kernel(gemm_kernel<kGemmWarps, kGemmSlots, 0, true, true>, grid, kGemmWarps * 32, kGemmSmem, ctx, p);
+    return;
+  }
+#endif
+  launch_kernel(gemm_kernel<kGemmWarps, kGemmSlots, 0, true>, grid, kGemmWarps * 32, kGemmSmem, ctx, p);
 }
 
 }  // namespace mhc::cuda::n4

@@ -18,6 +18,9 @@
 // the bits of the staged plan.
 // Envelope: n = 4 with a computed pre and a collapse (pre, learned head, post_pre), H % 512 == 0,
 // H <= 16384, at most kOverlapMaxTiles tiles a launch.
+#include <cstdio>
+#include <cstdlib>
+
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/collapse_stream.cuh"
 #include "src/cuda/n4/finalize.cuh"
@@ -29,7 +32,6 @@ namespace mhc::cuda::n4 {
 namespace {
 
 constexpr int kTailTokens = 8;  // tokens a block: the wait-to-collapse time a tile's streams must stay in L2
-static_assert(kTile % kTailTokens == 0, "a tail block's tokens lie in one tile");
 
 struct TailParams {
   N4Params p;          // p.tile_arrive: [tiles] chunk items stored per tile
@@ -39,23 +41,25 @@ struct TailParams {
 
 // 72 registers: one block of 256 threads fits beside a gemm_kernel block (184 x 256 of the 64 K);
 // the fold's vectors of H > 4096 spill a little, of H > 8192 more.
-template <int kVecs>
+// kTokens: kTailTokens (other values in the diagnostics build only).
+template <int kVecs, int kTokens = kTailTokens>
 __global__ void __maxnreg__(72) tail_kernel(const TailParams tp) {
-  __shared__ float s_dot[kTailTokens][kPartial];  // [token][row]: 24 dots, sum of squares
-  __shared__ float s_pre[kTailTokens][kN];
+  static_assert(kTile % kTokens == 0, "a tail block's tokens lie in one tile");
+  __shared__ float s_dot[kTokens][kPartial];  // [token][row]: 24 dots, sum of squares
+  __shared__ float s_pre[kTokens][kN];
   __shared__ float scratch[kThreadsB / 32];
   const N4Params& p = tp.p;
   pdl_launch_dependents();
   const int tid = threadIdx.x;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kTailTokens;
-  const int count = static_cast<int>(p.T - t0 < kTailTokens ? p.T - t0 : kTailTokens);
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kTokens;
+  const int count = static_cast<int>(p.T - t0 < kTokens ? p.T - t0 : kTokens);
   if (tid == 0) {
     const uint32_t* arrived = p.tile_arrive + t0 / kTile;
     while (ld_acquire_gpu(arrived) < static_cast<uint32_t>(p.chunks)) __nanosleep(200);
     __threadfence();
   }
   __syncthreads();
-  finalize_sums<fin_elems(kTailTokens), fin_elems(kTailTokens)>(p, t0, count, s_dot);
+  finalize_sums<fin_elems(kTokens), fin_elems(kTokens)>(p, t0, count, s_dot);
   __syncthreads();
   if (tid < count) {
     float pre[kN];
@@ -89,8 +93,22 @@ void launch_tail_kernel(const N4Params& p, uint32_t* done, const LaunchCtx& ctx)
   const int64_t tiles = (p.T + kTile - 1) / kTile;
   MHC_CHECK(tiles <= kOverlapMaxTiles, "tail_kernel: ", tiles, " tiles in one launch (at most ", kOverlapMaxTiles, ")");
   const TailParams tp{p, done, static_cast<int32_t>(tiles)};
-  const dim3 grid(static_cast<unsigned>((p.T + kTailTokens - 1) / kTailTokens));
   const int64_t vecs = (p.H / 8 + kThreadsB - 1) / kThreadsB;  // per thread
+#ifdef MHC_GEMM_PROBE
+  // MHC_OVERLAP_FORM="keep tokens": tokens 4 or 16 a block (gemm_kernel.cu reads keep).
+  int keep = 0, tokens = 0;
+  if (const char* form = std::getenv("MHC_OVERLAP_FORM"); form != nullptr && std::sscanf(form, "%d %d", &keep, &tokens) == 2 &&
+      (tokens == 4 || tokens == 16) && vecs <= 4) {
+    const dim3 g(static_cast<unsigned>((p.T + tokens - 1) / tokens));
+    if (tokens == 4) {
+      vecs <= 2 ? launch_kernel(tail_kernel<2, 4>, g, kThreadsB, 0, ctx, tp) : launch_kernel(tail_kernel<4, 4>, g, kThreadsB, 0, ctx, tp);
+    } else {
+      vecs <= 2 ? launch_kernel(tail_kernel<2, 16>, g, kThreadsB, 0, ctx, tp) : launch_kernel(tail_kernel<4, 16>, g, kThreadsB, 0, ctx, tp);
+    }
+    return;
+  }
+#endif
+  const dim3 grid(static_cast<unsigned>((p.T + kTailTokens - 1) / kTailTokens));
   if (vecs <= 2) {
     launch_kernel(tail_kernel<2>, grid, kThreadsB, 0, ctx, tp);
   } else if (vecs <= 4) {
