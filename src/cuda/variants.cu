@@ -70,6 +70,7 @@ std::vector<Variant> cuda_variants() {
       {"post.cuda_n4_flat", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_flat_run, "post_kernel (flat: a thread per token x 8 columns)", "n4"},
       {"post.cuda_n4_rows", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_rows_run, "post_kernel (rows: a block per token row)", "n4"},
       {"post.cuda_n4_pipelined", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_pipelined_run, "post_kernel (rows, next loads in flight)", "n4"},
+      {"post.cuda_n4_bulk", Op::kPost, DeviceType::kCUDA, "CUDA compute capability 9.0+, n = 4, H % 512 == 0, H <= 16384, 16-byte aligned bf16 rows", n4_post_bulk_supports, n4_post_bulk_run, "post_bulk_kernel (a ring of bulk copies feeds 8 groups of 64 consumer threads)", "n4"},
       generic("post.cuda_generic", Op::kPost),
       // post_pre
       decode_chunk("post_pre.cuda_n4_decode_chunk", Op::kPostPre),

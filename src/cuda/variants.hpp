@@ -52,6 +52,8 @@ bool n4_staged_prefer_post_pre(const detail::Problem& p);
 void n4_post_flat_run(const detail::Problem& p);
 void n4_post_rows_run(const detail::Problem& p);
 void n4_post_pipelined_run(const detail::Problem& p);
+bool n4_post_bulk_supports(const detail::Problem& p);
+void n4_post_bulk_run(const detail::Problem& p);
 /// fn split into bf16 hi/mid/lo parts in mma B-fragment order (empty outside the n4 envelope).
 std::vector<uint32_t> n4_fragments(const PreparedWeights::Impl& w);
 /// fn_b [rows][H] in the same layout as n = 4 weights over H / 4 columns a stream (the embedding
@@ -61,7 +63,7 @@ std::vector<uint32_t> n4_broadcast_fragments(const PreparedWeights::Impl& w);
 /// Workspace::create, so that no call sets state lazily. Returns false where the device has too
 /// little shared memory per block for mix_kernel (225 KB): the n4 variant then declines the
 /// ops with a mixes stage and the generic one runs.
-bool n4_configure_device(bool* gemm, bool* gemm_wg);
+bool n4_configure_device(bool* gemm, bool* gemm_wg, bool* post_bulk);
 /// Bytes of workspace scratch the n4 path wants for `max_tokens` (partials of one slice) and
 /// decode_kernel for `decode_tokens`.
 size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens);

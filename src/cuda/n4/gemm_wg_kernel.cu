@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_wg_kernel(const __grid_const
   if (threadIdx.x == 0) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&w.x_map)) : "memory");
     for (int i = 0; i < kGroups * kStagesWg; ++i) mbar_init(base + kBBytes + kRingBytes + i * 8, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    mbar_init_fence();
   }
   const int first_chunk = items.chunk(0), last_chunk = items.chunk(items.count - 1);
   load_b<kThreads>(p, smem, first_chunk);  // weights: before pdl_wait, overlapping the kernel before

@@ -40,6 +40,10 @@ void launch_collapse_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// (docs/performance.md).
 enum PostVariant : int { kPostAuto = -1, kPostFlat = 0, kPostRows = 1, kPostPipelined = 2 };
 void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant = kPostAuto);
+/// post_bulk_kernel (post_bulk_kernel.cu): post alone, its loads through a ring of bulk copies
+/// (sm_90+, where configure_post_bulk_kernel gave it its 80 KB of shared memory); the same bits.
+void launch_post_bulk_kernel(const N4Params& p, const LaunchCtx& ctx);
+bool configure_post_bulk_kernel(int device);
 /// finalize_kernel (finalize_kernel.cu): the canonical sums of the partials of p.T tokens and
 /// the mixes epilogue; writes the requested mixes and, where `pre` is not null, the fresh pre
 /// [p.T][4] (slice-relative) for collapse_stream_kernel.

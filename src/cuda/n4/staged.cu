@@ -281,4 +281,13 @@ void n4_post_flat_run(const detail::Problem& p) { post_variant_run(p, kPostFlat,
 void n4_post_rows_run(const detail::Problem& p) { post_variant_run(p, kPostRows, "cuda_n4_rows"); }
 void n4_post_pipelined_run(const detail::Problem& p) { post_variant_run(p, kPostPipelined, "cuda_n4_pipelined"); }
 
+bool n4_post_bulk_supports(const detail::Problem& p) {
+  return p.op == detail::Op::kPost && n4_supports(p) && p.workspace != nullptr && p.workspace->n4_post_bulk;
+}
+
+void n4_post_bulk_run(const detail::Problem& p) {
+  MHC_CHECK(n4_post_bulk_supports(p), "post: cuda_n4_bulk does not support this call");
+  launch_post_bulk_kernel(n4_params(p), launch_ctx(p));
+}
+
 }  // namespace mhc::cuda

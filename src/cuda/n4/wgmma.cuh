@@ -89,29 +89,7 @@ __device__ __forceinline__ void fence_proxy_async() {
 #endif
 }
 
-// mbarriers and TMA loads (gemm_wg_kernel's stages; bench/probes/tma_swizzle.cu).
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-#endif
-}
-// The barrier's current phase completes once `bytes` of TMA writes have landed (and this arrival).
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-#endif
-}
-// Returns once the barrier's phase of parity `parity` has completed.
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n.reg .pred done;\nwait_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait_%=;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-#endif
-}
+// TMA loads (gemm_wg_kernel's stages; bench/probes/tma_swizzle.cu; the mbarriers are in ptx.cuh).
 // One box of a 3-D tensor map at (column, stream, token) into shared memory at dst, completing `bar`.
 // `map` is a __grid_constant__ kernel parameter (or in constant or global memory).
 __device__ __forceinline__ void tma_load_box(uint32_t dst, const void* map, int col, int stream, int token,
