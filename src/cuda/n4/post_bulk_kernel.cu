@@ -7,14 +7,15 @@
 // fewer in flight at the occupancy its registers allow (89%). Bulk copies keep them in shared
 // memory instead, at any occupancy.
 //
-// Grid mapping: one block per multiprocessor (persistent), 1 producer warp + kGroups groups of
-// 64 consumer threads. A tile is token t's 512-column segment c of the 4 streams and the layer
-// output (5 bulk copies of 1 KB, a 5 KB stage); the block's tiles are blockIdx.x + k gridDim.x
-// in order of k, tile k in stage k % kStages (two stages a group) and consumed by group
-// k % kGroups, consumer thread i of a group taking vector i of the segment. Lane 0 of the
-// producer refills a stage once its group has arrived on the stage's `empty` barrier; a group
-// waits on the stage's `full` barrier (the copies' transaction count). Outputs are stored by
-// the consumers (16-byte stores; the staged plan reads residual_out back from L2).
+// Grid mapping: one block per multiprocessor (persistent), kGroups groups of consumer threads,
+// 512 threads in all. A tile is token t's segment c of kSegCols columns of the 4 streams and the
+// layer output (5 bulk copies of kSegCols x 2 bytes); the block's tiles are blockIdx.x +
+// k gridDim.x, tile k taken by group k % kGroups, each group with its own kPerGroup stages
+// refilled by its thread 0 (so no group waits for another), consumer thread i of a group taking
+// vector i of the segment. A stage's `full` barrier counts the copies' bytes; once every thread
+// of the group has read the stage (a named barrier of the group), thread 0 refills it with the
+// group's tile kPerGroup ahead. Outputs are stored by the consumers (16-byte stores; the staged
+// plan reads residual_out back from L2).
 // Accumulation: post8 (src/cuda/n4/post8.cuh), the token's 20 mixes read per vector as
 // post_flat_kernel does.
 // Envelope: sm_90+ (bulk copies, mbarriers), n = 4, H % 512 == 0, 16-byte aligned rows; the
@@ -28,18 +29,15 @@ namespace mhc::cuda::n4 {
 
 namespace {
 
-constexpr int kSegCols = 512;                        // columns a tile
-constexpr int kSegVecs = kSegCols / 8;               // 64: the consumers of a group
-constexpr int kSegBytes = kSegCols * 2;              // 1 KB a stream
-constexpr int kBulkStageBytes = 5 * kSegBytes;       // 4 streams + the layer output
-constexpr int kGroups = 8;                           // consumer groups
-constexpr int kStages = 2 * kGroups;                 // two a group: one consumed, one filling
-constexpr int kBulkThreads = 32 + kGroups * kSegVecs;  // 544
-constexpr int kBarBytes = 2 * kStages * 8;           // full[], empty[]
-constexpr int kBulkSmem = kBarBytes + kStages * kBulkStageBytes;  // 80.25 KB
-static_assert(kBarBytes % 16 == 0, "stages 16-byte aligned");
+constexpr int kBulkThreads = 512;
+constexpr int kPerGroup = 3;                          // stages a group: one consumed, two in flight
+constexpr int kMaxStageBytes = 5 * 1024 * 2;          // 1024-column segments
+constexpr int kBarBytes = 256;                        // full[] of every stage (8 groups x 3 at most)
+constexpr int kBulkSmem = kBarBytes + (kBulkThreads / 64) * kPerGroup * (5 * 512 * 2);  // 120.1 KB either way
+static_assert(kBulkSmem == kBarBytes + (kBulkThreads / 128) * kPerGroup * kMaxStageBytes, "one layout size");
+static_assert((kBulkThreads / 64) * kPerGroup * 8 <= kBarBytes, "barriers");
 
-/// Steps (token, segment) through a block's tiles without a division: `step` tiles at a time.
+/// Steps (token, segment) through a group's tiles without a division: `step` tiles at a time.
 struct TileWalk {
   int64_t t;
   int c, segs, dt, dc;
@@ -59,56 +57,60 @@ struct TileWalk {
   }
 };
 
+// The 5 copies of tile (t, c) into stage `st`, completing `bar`.
+template <int kSegCols>
+__device__ __forceinline__ void fill_stage(const N4Params& p, int64_t t, int c, uint32_t st, uint32_t bar) {
+  constexpr int kSegBytes = kSegCols * 2;
+  mbar_expect_tx(bar, 5 * kSegBytes);
+  const bf16_t* res = p.residual + t * p.residual_stride + static_cast<int64_t>(c) * kSegCols;
+#pragma unroll
+  for (int j = 0; j < kN; ++j) bulk_load(st + j * kSegBytes, res + j * p.res_stream_stride, kSegBytes, bar);
+  bulk_load(st + kN * kSegBytes, p.layer_output + t * p.layer_output_stride + static_cast<int64_t>(c) * kSegCols, kSegBytes,
+            bar);
+}
+
+template <int kSegCols>
 __global__ void __launch_bounds__(kBulkThreads, 1) post_bulk_kernel(const N4Params p) {
+  constexpr int kSegVecs = kSegCols / 8, kGroups = kBulkThreads / kSegVecs, kStageBytes = 5 * kSegCols * 2;
   extern __shared__ __align__(128) unsigned char smem[];
   pdl_launch_dependents();
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  const uint32_t full = base, empty = base + kStages * 8, stages = base + kBarBytes;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(full + s * 8, 1);
-      mbar_init(empty + s * 8, kSegVecs);
-    }
+  const int g = threadIdx.x / kSegVecs, me = threadIdx.x % kSegVecs;
+  const uint32_t full = base + g * kPerGroup * 8, stages = base + kBarBytes + g * kPerGroup * kStageBytes;
+  if (me == 0) {
+    for (int s = 0; s < kPerGroup; ++s) mbar_init(full + s * 8, 1);
     mbar_init_fence();
   }
   __syncthreads();
   pdl_wait();  // the residual and the mixes may come from the kernel before this one
   const int segs = static_cast<int>(p.H / kSegCols);
   const int64_t tiles = p.T * segs;
-  if (threadIdx.x < 32) {
-    if (threadIdx.x != 0) return;
-    TileWalk w(blockIdx.x, gridDim.x, segs);
-    for (int64_t k = 0, tile = blockIdx.x; tile < tiles; ++k, tile += gridDim.x, w.next()) {
-      const int s = static_cast<int>(k % kStages);
-      if (k >= kStages) mbar_wait(empty + s * 8, static_cast<uint32_t>((k / kStages - 1) & 1));
-      const uint32_t st = stages + s * kBulkStageBytes, bar = full + s * 8;
-      mbar_expect_tx(bar, kBulkStageBytes);
-      const bf16_t* res = p.residual + w.t * p.residual_stride + static_cast<int64_t>(w.c) * kSegCols;
-#pragma unroll
-      for (int j = 0; j < kN; ++j) bulk_load(st + j * kSegBytes, res + j * p.res_stream_stride, kSegBytes, bar);
-      bulk_load(st + kN * kSegBytes, p.layer_output + w.t * p.layer_output_stride + static_cast<int64_t>(w.c) * kSegCols,
-                kSegBytes, bar);
+  const int64_t step = static_cast<int64_t>(kGroups) * gridDim.x;
+  const int64_t first = blockIdx.x + static_cast<int64_t>(g) * gridDim.x;
+  if (me == 0) {  // the group's first kPerGroup tiles
+    TileWalk w(first, step, segs);
+    for (int s = 0; s < kPerGroup && first + s * step < tiles; ++s, w.next()) {
+      fill_stage<kSegCols>(p, w.t, w.c, stages + s * kStageBytes, full + s * 8);
     }
-    return;
   }
-  const int g = (threadIdx.x - 32) / kSegVecs, me = (threadIdx.x - 32) % kSegVecs;
-  const unsigned char* stage_ptr = smem + kBarBytes;
-  TileWalk w(blockIdx.x + static_cast<int64_t>(g) * gridDim.x, static_cast<int64_t>(kGroups) * gridDim.x, segs);
-  for (int64_t k = g, tile = blockIdx.x + static_cast<int64_t>(g) * gridDim.x; tile < tiles;
-       k += kGroups, tile += static_cast<int64_t>(kGroups) * gridDim.x, w.next()) {
-    const int s = static_cast<int>(k % kStages);
+  TileWalk w(first, step, segs), ahead(first + kPerGroup * step, step, segs);
+  const unsigned char* my_stages = smem + kBarBytes + g * kPerGroup * kStageBytes;
+  for (int64_t i = 0, tile = first; tile < tiles; ++i, tile += step, w.next(), ahead.next()) {
+    const int s = static_cast<int>(i % kPerGroup);
     float post[kN], comb[kN * kN];
 #pragma unroll
     for (int j = 0; j < kN; ++j) post[j] = __ldcg(p.post_mix + w.t * p.post_mix_stride + j);
 #pragma unroll
     for (int j = 0; j < kN * kN; ++j) comb[j] = __ldcg(p.comb_mix + w.t * p.comb_mix_stride + j);
-    mbar_wait(full + s * 8, static_cast<uint32_t>((k / kStages) & 1));
-    const uint4* st = reinterpret_cast<const uint4*>(stage_ptr + s * kBulkStageBytes);
+    mbar_wait(full + s * 8, static_cast<uint32_t>((i / kPerGroup) & 1));
+    const uint4* st = reinterpret_cast<const uint4*>(my_stages + s * kStageBytes);
     uint4 r[kN];
 #pragma unroll
     for (int j = 0; j < kN; ++j) r[j] = st[j * kSegVecs + me];
     const uint4 lo = st[kN * kSegVecs + me];
-    mbar_arrive(empty + s * 8);  // this thread's reads of the stage are done
+    // Every thread of the group has read the stage: its thread 0 refills it.
+    asm volatile("bar.sync %0, %1;\n" ::"r"(1 + g), "r"(kSegVecs) : "memory");
+    if (me == 0 && tile + kPerGroup * step < tiles) fill_stage<kSegCols>(p, ahead.t, ahead.c, stages + s * kStageBytes, full + s * 8);
     uint4 out[kN];
     post8(post_weights(post, comb), r, lo, out);
     bf16_t* dst = p.residual_out + w.t * p.residual_out_stride + static_cast<int64_t>(w.c) * kSegCols + me * 8;
@@ -119,14 +121,18 @@ __global__ void __launch_bounds__(kBulkThreads, 1) post_bulk_kernel(const N4Para
 
 }  // namespace
 
-bool configure_post_bulk_kernel(int device) { return allow_dynamic_smem(post_bulk_kernel, device, kBulkSmem); }
+bool configure_post_bulk_kernel(int device) {
+  return allow_dynamic_smem(post_bulk_kernel<1024>, device, kBulkSmem) && allow_dynamic_smem(post_bulk_kernel<512>, device, kBulkSmem);
+}
 
 void launch_post_bulk_kernel(const N4Params& p, const LaunchCtx& ctx) {
-  MHC_CHECK(p.H % kSegCols == 0 && p.H <= kMaxH, "post_bulk_kernel: H = ", p.H, " outside the n4 envelope");
+  MHC_CHECK(p.H % 512 == 0 && p.H <= kMaxH, "post_bulk_kernel: H = ", p.H, " outside the n4 envelope");
   if (p.T <= 0) return;
-  const int64_t tiles = p.T * (p.H / kSegCols);
+  const bool wide = p.H % 1024 == 0;  // 1024-column segments where H allows
+  const int64_t tiles = p.T * (p.H / (wide ? 1024 : 512));
   const int64_t sms = ctx.num_sms > 0 ? ctx.num_sms : 1;
-  launch_kernel(post_bulk_kernel, dim3(static_cast<unsigned>(tiles < sms ? tiles : sms)), kBulkThreads, kBulkSmem, ctx, p);
+  const dim3 grid(static_cast<unsigned>(tiles < sms ? tiles : sms));
+  launch_kernel(wide ? post_bulk_kernel<1024> : post_bulk_kernel<512>, grid, kBulkThreads, kBulkSmem, ctx, p);
 }
 
 }  // namespace mhc::cuda::n4
@@ -134,4 +140,7 @@ void launch_post_bulk_kernel(const N4Params& p, const LaunchCtx& ctx) {
 // The kernels this file launches, for warmup (src/cuda/kernel_list.cuh; tests/test_engine.cpp checks
 // that every launched kernel is listed).
 #include "src/cuda/kernel_list.cuh"
-void mhc::cuda::n4::list_post_bulk_kernels(KernelList& out) { add_kernel(out, post_bulk_kernel, "n4::post_bulk_kernel"); }
+void mhc::cuda::n4::list_post_bulk_kernels(KernelList& out) {
+  add_kernel(out, post_bulk_kernel<1024>, "n4::post_bulk_kernel<1024>");
+  add_kernel(out, post_bulk_kernel<512>, "n4::post_bulk_kernel<512>");
+}
