@@ -1107,10 +1107,8 @@ std::vector<int> decode_modes() {
 
 class GpuDecode : public testing::TestWithParam<int> {};
 
-// The variants that keep counters in the workspace across calls, each with the shapes it takes:
-// decode_kernel and decode_chunk_kernel (one launch, counters and scratch), and the overlap plan
-// (gemm_kernel<ordered> and tail_kernel running side by side, a counter per 32-token tile; at
-// T = 600 one slice of 19 tiles, with its last tile partial).
+// The one-launch decode variants under test here, each with the shapes it takes: decode_kernel
+// and decode_chunk_kernel (both keep workspace counters and scratch across calls).
 struct DecodeVariant {
   const char* suffix;
   std::vector<Shape> replay_shapes;
@@ -1120,7 +1118,6 @@ const std::vector<DecodeVariant>& decode_variants() {
   static const std::vector<DecodeVariant> v = {
       {"cuda_n4_decode", {{4, 4096, 1}, {4, 7168, 16}}, {4, 7168, 8}},
       {"cuda_n4_decode_chunk", {{4, 4096, 1}, {4, 7168, 16}, {4, 4096, 33}}, {4, 4096, 8}},
-      {"cuda_n4_overlap", {{4, 4096, 600}, {4, 7168, 97}}, {4, 4096, 300}},
   };
   return v;
 }

@@ -94,7 +94,6 @@ struct Workspace::Impl {
   // The one-launch decode kernel (src/cuda/n4/decode_kernel.cu), set by cuda_create_workspace:
   int64_t decode_tokens = 0;     // largest T it takes with this workspace (0: none)
   uint32_t* decode_counters = nullptr;  // [3] its tickets / arrivals / done counters (zeroed once)
-  uint32_t* overlap_counters = nullptr; // the overlap plan's done counter and tile arrivals (zeroed once)
   bool warmup = true;            // WorkspaceOptions::warmup: load every kernel at creation
   bool bind_stream = false;      // WorkspaceOptions::bind_stream: calls on another stream throw
   void* stream = nullptr;        // WorkspaceOptions::stream: the stream it is bound to

@@ -206,17 +206,14 @@ void cuda_create_workspace(Workspace::Impl& ws) {
   const int64_t asked = ws.decode_max_tokens == 0 ? cuda::n4_decode_default_tokens() : ws.decode_max_tokens;
   ws.decode_tokens = asked < 0 ? 0 : asked < ws.max_tokens ? asked : ws.max_tokens;
   ws.scratch_bytes = cuda::n4_scratch_bytes(ws.max_tokens, ws.decode_tokens);
-  // The decode kernel's counters sit after the scratch, 256-byte aligned, then the overlap plan's;
-  // both are zeroed here once (the kernels leave them zero).
+  // The decode kernel's counters sit after the scratch, 256-byte aligned, zeroed here once.
   const size_t barrier_offset = (ws.scratch_bytes + 255) / 256 * 256;
-  const size_t counter_bytes = 256 + cuda::n4_overlap_counter_words() * sizeof(uint32_t);
-  ws.device_memory = device_alloc(ws.device, barrier_offset + counter_bytes);
+  ws.device_memory = device_alloc(ws.device, barrier_offset + 256);
   ws.scratch = ws.device_memory.get();
   ws.decode_counters = reinterpret_cast<uint32_t*>(static_cast<unsigned char*>(ws.device_memory.get()) + barrier_offset);
-  ws.overlap_counters = ws.decode_counters + 256 / sizeof(uint32_t);
   {
     const DeviceGuard guard(ws.device.id);
-    MHC_CUDA_CHECK(cudaMemset(ws.decode_counters, 0, counter_bytes));
+    MHC_CUDA_CHECK(cudaMemset(ws.decode_counters, 0, 256));
     MHC_CUDA_CHECK(cudaDeviceSynchronize());
   }
   if (ws.warmup) cuda_warmup(ws.device);

@@ -16,7 +16,6 @@ const KernelList& all_kernels() {
     n4::list_post_kernels(out);
     n4::list_finalize_kernels(out);
     n4::list_collapse_stream_kernels(out);
-    n4::list_tail_kernels(out);
     n4::list_post_bulk_kernels(out);
     n4::list_decode_kernels(out);
     n4::list_decode_chunk_kernels(out);

@@ -37,7 +37,6 @@ void list_collapse_kernels(KernelList& out);         // src/cuda/n4/collapse_ker
 void list_post_kernels(KernelList& out);             // src/cuda/n4/post_kernel.cu
 void list_finalize_kernels(KernelList& out);         // src/cuda/n4/finalize_kernel.cu
 void list_collapse_stream_kernels(KernelList& out);  // src/cuda/n4/collapse_stream_kernel.cu
-void list_tail_kernels(KernelList& out);             // src/cuda/n4/tail_kernel.cu
 void list_post_bulk_kernels(KernelList& out);        // src/cuda/n4/post_bulk_kernel.cu
 void list_decode_kernels(KernelList& out);           // src/cuda/n4/decode_kernel.cu
 void list_decode_chunk_kernels(KernelList& out);     // src/cuda/n4/decode_chunk_kernel.cu

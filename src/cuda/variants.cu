@@ -52,7 +52,6 @@ std::vector<Variant> cuda_variants() {
       decode("pre.cuda_n4_decode", Op::kPre),
       {"pre.cuda_n4_staged", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4_staged_wg", Op::kPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
-      {"pre.cuda_n4_overlap", Op::kPre, DeviceType::kCUDA, kN4, n4_overlap_supports, n4_overlap_run, "gemm_kernel<ordered> + tail_kernel (beside it: epilogue and collapse per 8 tokens as their tile completes)", "n4", n4_overlap_prefer},
       {"pre.cuda_n4", Op::kPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
       generic("pre.cuda_generic", Op::kPre),
       // pre_broadcast: by fn_b (spec section 4.4) at every T, so one family serves every batch; the
@@ -66,7 +65,7 @@ std::vector<Variant> cuda_variants() {
       {"pre_broadcast.cuda_n4", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
       generic("pre_broadcast.cuda_generic", Op::kPreBroadcast),
       // post
-      {"post.cuda_n4", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_run, "post_kernel (flat)", "n4"},
+      {"post.cuda_n4", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_run, "post_bulk_kernel where the workspace has it (sm_90+) and T >= 1024, else post_kernel (flat)", "n4"},
       {"post.cuda_n4_flat", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_flat_run, "post_kernel (flat: a thread per token x 8 columns)", "n4"},
       {"post.cuda_n4_rows", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_rows_run, "post_kernel (rows: a block per token row)", "n4"},
       {"post.cuda_n4_pipelined", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_pipelined_run, "post_kernel (rows, next loads in flight)", "n4"},
@@ -77,7 +76,6 @@ std::vector<Variant> cuda_variants() {
       decode("post_pre.cuda_n4_decode", Op::kPostPre),
       {"post_pre.cuda_n4_staged", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "post_kernel -> gemm_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4_staged_wg", Op::kPostPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "post_kernel -> gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
-      {"post_pre.cuda_n4_overlap", Op::kPostPre, DeviceType::kCUDA, kN4, n4_overlap_supports, n4_overlap_run, "post_kernel -> gemm_kernel<ordered> + tail_kernel (beside it: epilogue and collapse per 8 tokens as their tile completes)", "n4", n4_overlap_prefer},
       {"post_pre.cuda_n4", Op::kPostPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel (post fused) -> collapse_kernel", "n4"},
       generic("post_pre.cuda_generic", Op::kPostPre),
       // head
@@ -85,7 +83,6 @@ std::vector<Variant> cuda_variants() {
       decode("head.cuda_n4_decode", Op::kHead),
       {"head.cuda_n4_staged", Op::kHead, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4_staged_wg", Op::kHead, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
-      {"head.cuda_n4_overlap", Op::kHead, DeviceType::kCUDA, kN4, n4_overlap_supports, n4_overlap_run, "gemm_kernel<ordered> + tail_kernel (learned) | collapse_stream_kernel", "n4", n4_overlap_prefer},
       {"head.cuda_n4", Op::kHead, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (learned) | collapse_kernel", "n4"},
       generic("head.cuda_generic", Op::kHead),
   };

@@ -43,10 +43,7 @@ bool n4_staged_b_supports(const detail::Problem& p);
 void n4_staged_b_run(const detail::Problem& p);
 /// Where the dispatcher prefers the staged plan (T >= kStagedPreferTokens).
 bool n4_staged_prefer(const detail::Problem& p);
-/// The overlap plan (staged.cu): gemm_kernel<ordered> with tail_kernel beside it.
-bool n4_overlap_supports(const detail::Problem& p);
-void n4_overlap_run(const detail::Problem& p);
-bool n4_overlap_prefer(const detail::Problem& p);
+
 bool n4_staged_prefer_post_pre(const detail::Problem& p);
 // src/cuda/n4/staged.cu: post alone with one form of post_kernel each (n4_supports).
 void n4_post_flat_run(const detail::Problem& p);
@@ -69,8 +66,6 @@ bool n4_configure_device(bool* gemm, bool* gemm_wg, bool* post_bulk);
 size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens);
 /// decode_kernel's default T limit (WorkspaceOptions::decode_max_tokens = 0).
 int64_t n4_decode_default_tokens();
-/// The overlap plan's counters (a done counter, then one per 32-token tile of a slice).
-size_t n4_overlap_counter_words();
 
 }  // namespace mhc::cuda
 

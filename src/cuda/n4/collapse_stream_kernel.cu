@@ -3,20 +3,30 @@
 // caller's pre_mix, or the staged plan's finalize buffer), stream 0 bit for bit (identity), or
 // the mean head bf16(sum_j x[t,j,:] / 4); optionally RMSNorm-folded.
 //
-// Grid mapping: one 256-thread block per token, running collapse_stream_token
-// (src/cuda/n4/collapse_stream.cuh: thread tid owns the 8-column vectors tid, tid + 256, ..,
-// its loads issued two vectors at a time before any arithmetic, the collapsed vectors kept in
-// registers for the fold).
-// Accumulation: collapse_kernel's collapse and fold, bit for bit (collapse_stream.cuh).
+// Grid mapping: one 256-thread block per token; thread tid owns the 8-column vectors
+// v = tid, tid + 256, ... (at most kVecs of them, a template choice by H), loads the 4 streams
+// of kBatch vectors at once (16-byte streaming loads, read once) before any arithmetic, and
+// keeps its collapsed vectors in registers for the fold.
+// Accumulation: the arithmetic of collapse_kernel's collapse, bit for bit: exact_sum_bf16x2 with
+// the same weights and bounds (weighted), the double sum (mean), and the fold's sum of squares
+// in collapse_kernel's order (per thread a fmaf chain over its vectors in order, then block_sum
+// over the 256 threads), 1 / sqrtf(sum / H + eps), bf16(u * inv * w).
+// With p.copy_x_out (pre_broadcast by fn_b: x is the embedding at stream stride 0), the thread
+// also stores each vector it loaded to the n streams of residual_out, so the materialised
+// residual costs its writes and no second read of the embedding.
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows (the n4 envelope).
+#include "src/cuda/n4/collapse_row.cuh"
 #include "src/cuda/launch.cuh"
-#include "src/cuda/n4/collapse_stream.cuh"
 #include "src/cuda/n4/kernels.hpp"
 #include "src/cuda/ptx.cuh"
+#include "src/cuda/reduce.cuh"
 
 namespace mhc::cuda::n4 {
 
 namespace {
+
+constexpr int kBatch = 2;  // vectors per thread whose loads are issued together
+
 
 // Resident blocks per SM by vectors per thread: on Hopper 4 / 3 / 2 (64 / 85 / 128 registers);
 // one fewer elsewhere where ptxas spills at those bounds (sm_80 at 64, sm_120a's double path at
@@ -32,14 +42,59 @@ __global__ void __launch_bounds__(kThreadsB, MHC_COLLAPSE_STREAM_BLOCKS(kVecs)) 
   __shared__ float scratch[kThreadsB / 32];
   pdl_launch_dependents();
   pdl_wait();  // the streams and the pre come from the kernels before this one
+  const int tid = threadIdx.x;
   const int64_t t = blockIdx.x;
+  const int64_t vecs = p.H / 8;
   const CollapseKind mode = collapse_kind(p);
+  const int streams = mode == CollapseKind::kIdentity ? 1 : kN;
+  const bool fold = p.rmsnorm_weight != nullptr;
   float pre[kN];
 #pragma unroll
   for (int j = 0; j < kN; ++j) {
     pre[j] = mode == CollapseKind::kWeighted ? __ldcg(p.pre_mix_in + t * p.pre_mix_in_stride + j) : 0.0f;
   }
-  collapse_stream_token<kVecs>(p, t, mode, pre, scratch);
+  const float pre_scale = sum_error_scale(pre);
+  const bf16_t* x = p.x + t * p.x_stride;
+  bf16_t* dst = p.layer_input + t * p.layer_input_stride;
+  bf16_t* copies = p.copy_x_out ? p.residual_out + t * p.residual_out_stride : nullptr;
+  uint4 u[kVecs];  // this thread's collapsed vectors (kept for the fold)
+  float sq[1] = {0.0f};
+#pragma unroll
+  for (int b = 0; b < kVecs; b += kBatch) {
+    uint4 r[kBatch][kN];
+#pragma unroll
+    for (int q = 0; q < kBatch; ++q) {
+      const int64_t v = tid + static_cast<int64_t>(b + q) * kThreadsB;
+#pragma unroll
+      for (int j = 0; j < kN; ++j) {
+        r[q][j] = v < vecs && j < streams ? ldcs16(x + j * p.x_stream_stride + v * 8) : make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kBatch; ++q) {
+      const int64_t v = tid + static_cast<int64_t>(b + q) * kThreadsB;
+      if (v < vecs) {
+        if (copies != nullptr) {
+#pragma unroll
+          for (int j = 0; j < kN; ++j) st16(copies + j * p.H + v * 8, r[q][0]);
+        }
+        u[b + q] = collapse_vec(mode, pre, pre_scale, r[q]);
+        if (!fold) {
+          st16(dst + v * 8, u[b + q]);
+        } else {
+          add_squares(u[b + q], sq[0]);
+        }
+      }
+    }
+  }
+  if (!fold) return;  // block-uniform
+  block_sum(sq, scratch);
+  const float inv = 1.0f / sqrtf(sq[0] / static_cast<float>(p.H) + p.rmsnorm_eps);
+#pragma unroll
+  for (int q = 0; q < kVecs; ++q) {
+    const int64_t v = tid + static_cast<int64_t>(q) * kThreadsB;
+    if (v < vecs) st16(dst + v * 8, fold_vec(u[q], ld16(p.rmsnorm_weight + v * 8), inv));
+  }
 }
 
 }  // namespace

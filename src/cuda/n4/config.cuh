@@ -75,7 +75,6 @@ struct N4Params {
   const uint2* fn_frag;      // [chunks][4 mma warps][8 k16 steps][9 ntiles][32 lanes]
   bf16_t* residual_out; int64_t residual_out_stride;  // post output, or materialised copies
   float* partials;           // [chunks][T][25] (partial_at)
-  uint32_t* tile_arrive;     // overlap plan: per 32-token tile, the chunk items stored (gemm_kernel<ordered>); else null
   // phase B
   bool has_mixes, has_collapse;
   PreSource pre_source;
@@ -102,24 +101,6 @@ struct ChunkTileItems {
   }
   __device__ int chunk(int i) const { return (begin + i) / tiles; }
   __device__ int64_t tile(int i) const { return begin + i - chunk(i) * tiles; }
-};
-
-/// The (chunk, token tile) items of this block in the overlap plan's order: the grid is chunks x k
-/// blocks, block b owns chunk b % chunks and the tiles r, r + k, r + 2 k, .. (r = b / chunks), so
-/// every block walks the tokens in the same order and tile t is complete (all chunks' partials
-/// stored) at about the same time everywhere: the tail kernel that waits for it reads its
-/// streams while they are still in L2.
-struct OrderedItems {
-  int count, fixed_chunk, first_tile, step;
-  __device__ OrderedItems(int64_t T, int chunks) {
-    const int tiles = static_cast<int>((T + kTile - 1) / kTile);
-    fixed_chunk = static_cast<int>(blockIdx.x) % chunks;
-    first_tile = static_cast<int>(blockIdx.x) / chunks;
-    step = static_cast<int>(gridDim.x) / chunks;
-    count = first_tile < tiles ? (tiles - first_tile + step - 1) / step : 0;
-  }
-  __device__ int chunk(int) const { return fixed_chunk; }
-  __device__ int64_t tile(int i) const { return first_tile + static_cast<int64_t>(i) * step; }
 };
 
 /// The 25 partials of (token t, chunk) among p.T tokens: the layout is [chunk][T][25], so the

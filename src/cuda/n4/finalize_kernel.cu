@@ -6,17 +6,21 @@
 // buffer of the workspace.
 //
 // Grid mapping: a 256-thread block per run of up to kFinTokens tokens (fewer where T is small,
-// so that every multiprocessor has a block): the canonical sums of its tokens (finalize_sums,
-// src/cuda/n4/finalize.cuh: consecutive floats a load instruction, 8 loads an element in
-// flight), then thread t (warp 0) runs the epilogue of token t: the serial chains of 32 tokens
-// share one warp, and several blocks per multiprocessor overlap theirs.
-// Accumulation: the sums of collapse_kernel, bit for bit (finalize.cuh). The epilogue is the
-// shared code path, so the mixes are the bits of the cuda_n4 rows.
+// so that every multiprocessor has a block). The block's partials of one chunk are count x 25
+// consecutive floats; thread tid sums the elements e = tid, tid + 256, .. of that run (element
+// e is row e % 25 of token e / 25) over every chunk, kept as 8 group sums, so each load
+// instruction of the block reads consecutive floats and a thread has a group's worth of chunks
+// (8 loads an element) in flight. Then thread t (warp 0) runs the epilogue of token t: the
+// serial chains of 32 tokens share one warp, and several blocks per multiprocessor overlap
+// theirs.
+// Accumulation: the sums of collapse_kernel, bit for bit: group g is the 16 terms chunk g,
+// g + 8, ... in order with 0.0f for chunks >= p.chunks, then the 8 groups in order from group 0
+// (see finish_group for the zero terms). The epilogue is the shared code path, so the mixes are
+// the bits of the cuda_n4 rows.
 // Envelope: n = 4, H % 512 == 0, H <= 16384 (the n4 envelope); p.partials of p.T tokens.
 #include <cstdlib>
 
 #include "src/cuda/launch.cuh"
-#include "src/cuda/n4/finalize.cuh"
 #include "src/cuda/n4/kernels.hpp"
 #include "src/cuda/ptx.cuh"
 
@@ -24,7 +28,11 @@ namespace mhc::cuda::n4 {
 
 namespace {
 
-constexpr int kElems = fin_elems(kFinTokens);           // elements a thread sums
+constexpr int kFinTokens = 32;                          // tokens per block at most (one warp of epilogues)
+constexpr int kFinThreads = 256;
+constexpr int kRunFloats = kFinTokens * kPartial;       // 800: a block's partials of one chunk
+constexpr int kElems = (kRunFloats + kFinThreads - 1) / kFinThreads;  // elements a thread sums
+constexpr int kGroupTerms = kMaxChunks / kPartialSplit; // 16 terms per group
 static_assert(kFinTokens <= 32, "finalize_kernel: one warp of epilogues");
 
 struct FinalizeParams {
@@ -32,6 +40,21 @@ struct FinalizeParams {
   float* pre;         // [p.T][4] fresh pre for the collapse, or null
   int32_t per_block;  // tokens per block, 1 .. kFinTokens
 };
+
+// Group g's sum once its real terms (chunks g, g + 8, .. < chunks, n_real of them) are added in
+// order: collapse_kernel adds all 16 terms, the missing ones as 0.0f; adding +0.0f k >= 1 times
+// equals adding it once (x + 0 = x except -0 + 0 = +0, and a NaN stays the canonical NaN), so
+// one +0.0f where a zero term exists, and 0.0f for a group without real terms. (No nsz: without
+// fast-math the compiler keeps x + 0.0f.)
+// The real terms of group g: chunks g, g + 8, .. below `chunks`.
+__device__ __forceinline__ int group_terms(int g, int chunks) {
+  return g < chunks ? (chunks - g + kPartialSplit - 1) / kPartialSplit : 0;
+}
+
+__device__ __forceinline__ float finish_group(float s, int n_real) {
+  if (n_real == 0) return 0.0f;
+  return n_real < kGroupTerms ? s + 0.0f : s;
+}
 
 // kMinBlocks resident blocks a multiprocessor; kBatch of the thread's kElems elements summed at a
 // time (kBatch x 8 loads in flight). The default <2, kElems> sums all at once; the diagnostics
@@ -48,7 +71,43 @@ __global__ void __launch_bounds__(kFinThreads, kMinBlocks) finalize_kernel(const
   // This block's tokens: [t0, t0 + count), 1 <= count <= per_block.
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * f.per_block;
   const int count = static_cast<int>(p.T - t0 < f.per_block ? p.T - t0 : f.per_block);
-  finalize_sums<kElems, kBatch>(p, t0, count, s_dot);
+  const int run = count * kPartial;                  // the block's floats of one chunk
+  const float* base = partial_at(p, t0, 0);
+  const int64_t chunk_stride = p.T * kPartial;       // floats from one chunk's run to the next
+  // Chunks in rounds of 8 (one per group): round i holds chunks 8 i .. 8 i + 7, term i of each group.
+  const int rounds = (p.chunks + kPartialSplit - 1) / kPartialSplit;
+#pragma unroll 1
+  for (int e0 = 0; e0 < kElems; e0 += kBatch) {
+    float g[kBatch][kPartialSplit];                  // group sums of this batch's elements
+    for (int i = 0; i < rounds; ++i) {
+      float v[kBatch][kPartialSplit];
+#pragma unroll
+      for (int k = 0; k < kPartialSplit; ++k) {
+        const int c = i * kPartialSplit + k;
+#pragma unroll
+        for (int e = 0; e < kBatch; ++e) {
+          const int idx = tid + (e0 + e) * kFinThreads;
+          v[e][k] = c < p.chunks && idx < run ? __ldcg(base + c * chunk_stride + idx) : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < kBatch; ++e) {
+#pragma unroll
+        for (int k = 0; k < kPartialSplit; ++k) g[e][k] = i == 0 ? v[e][k] : g[e][k] + v[e][k];
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < kBatch; ++e) {
+      const int idx = tid + (e0 + e) * kFinThreads;
+      if (idx < run) {
+        // The 8 group sums in order from group 0.
+        float s = finish_group(g[e][0], group_terms(0, p.chunks));
+#pragma unroll
+        for (int k = 1; k < kPartialSplit; ++k) s += finish_group(g[e][k], group_terms(k, p.chunks));
+        s_dot[idx / kPartial][idx % kPartial] = s;
+      }
+    }
+  }
   __syncthreads();
   if (tid < count) {
     const int64_t t = t0 + tid;

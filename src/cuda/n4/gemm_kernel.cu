@@ -34,7 +34,6 @@
 // broadcast residual); 200 KB of dynamic shared memory (configure_gemm_kernel).
 #include <cstdio>
 #include <cstdlib>
-#include <type_traits>
 
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/gemm_step.cuh"
@@ -58,21 +57,15 @@ static_assert(kGemmSmem <= 227 * 1024, "gemm_kernel shared memory");
 // partials; 7 the kernel with the square sums on the tensor cores (stream_dots<true>: the
 // diagonal of x x^T from the A fragments, in place of the fmaf chains; not the canonical order,
 // to measure what such a change would buy). Only 0 gives correct partials.
-// kOrdered (the overlap plan): the items of OrderedItems, and after an item's partials are
-// stored the warp adds 1 to p.tile_arrive[tile] (release), which tail_kernel waits for.
-// kKeepL2 (diagnostics, ordered only): the copies mark the streams evict-last in L2.
-template <int kWarps = kGemmWarps, int kSlots = kGemmSlots, int kPart = 0, bool kOrdered = false, bool kKeepL2 = false>
+template <int kWarps = kGemmWarps, int kSlots = kGemmSlots, int kPart = 0>
 __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) {
   constexpr int kGemmThreads = kWarps * 32;
   constexpr bool kCopies = kPart != 4 && kPart != 6, kDoSquares = kPart != 1 && kPart != 3 && kPart != 5 && kPart != 7,
                  kDots = kPart != 1 && kPart != 2 && kPart != 5, kStores = kPart != 5 && kPart != 6,
                  kMmaSquares = kPart == 7;
   extern __shared__ __align__(128) unsigned char smem[];
-  // Ordered: the tail kernel launched after this one reads tile_arrive as soon as it starts, so
-  // it may start only once the kernel before this one (the last to reset tile_arrive) is done.
-  if (!kOrdered) pdl_launch_dependents();
-  using Items = std::conditional_t<kOrdered, OrderedItems, ChunkTileItems>;
-  const Items items(p.T, p.chunks);
+  pdl_launch_dependents();
+  const ChunkTileItems items(p.T, p.chunks);
   if (items.count <= 0) return;  // block-uniform
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
   const int first_chunk = items.chunk(0), last_chunk = items.chunk(items.count - 1);
@@ -80,12 +73,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) 
   load_fragments<kGemmThreads>(p, smem, first_chunk, static_cast<int>(threadIdx.x));
   cp_async_commit();
   pdl_wait();
-  if (kOrdered) pdl_launch_dependents();
-  const OwnerSteps<Items> steps(items, warp, kWarps);  // this warp's steps
+  const OwnerSteps steps(items, warp, kWarps);  // this warp's steps
   unsigned char* ring = smem + kFragBytes + warp * kSlots * kSlotBytes;
 #pragma unroll
   for (int s = 0; s < kSlots; ++s) {
-    if (kCopies && s < steps.count) issue_step<Items, kKeepL2>(p, items, steps.item(s), s % kN, ring + s * kSlotBytes, lane);
+    if (kCopies && s < steps.count) issue_step(p, items, steps.item(s), s % kN, ring + s * kSlotBytes, lane);
     cp_async_commit();
   }
   float part[kMTiles][3][4];
@@ -119,15 +111,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) 
       }
       if (j == kN - 1 && (kStores || p.T < 0)) {  // p.T < 0 never: parts 5, 6 keep their arithmetic
         store_item<kDoSquares, kMmaSquares>(p, chunk, items.tile(local), lane, slot, part, sq, sqmma);
-        if (kOrdered) {
-          __threadfence();  // this lane's partials, before lane 0's release
-          __syncwarp();
-          if (lane == 0) red_add_release_gpu(p.tile_arrive + items.tile(local), 1u);
-        }
       }
       __syncwarp();  // every lane is done reading the slot
       const int next = s + kSlots;
-      if (kCopies && next < steps.count) issue_step<Items, kKeepL2>(p, items, steps.item(next), next % kN, slot, lane);
+      if (kCopies && next < steps.count) issue_step(p, items, steps.item(next), next % kN, slot, lane);
       cp_async_commit();
     }
   }
@@ -136,8 +123,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) 
 }  // namespace
 
 bool configure_gemm_kernel(int device) {
-  return allow_dynamic_smem(gemm_kernel<>, device, kGemmSmem) &&
-         allow_dynamic_smem(gemm_kernel<kGemmWarps, kGemmSlots, 0, true>, device, kGemmSmem);
+  return allow_dynamic_smem(gemm_kernel<>, device, kGemmSmem);
 }
 
 #ifdef MHC_GEMM_PROBE
@@ -190,28 +176,6 @@ void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx) {
   launch_kernel(gemm_kernel<>, dim3(blocks), kGemmWarps * 32, kGemmSmem, ctx, p);
 }
 
-void launch_gemm_kernel_ordered(const N4Params& p, const LaunchCtx& ctx) {
-  MHC_CHECK(p.tile_arrive != nullptr, "gemm_kernel (ordered): no tile counters");
-  if (p.T <= 0) return;
-  // chunks x k blocks (OrderedItems), k blocks a chunk: as many as fit one per multiprocessor.
-  const int64_t tiles = (p.T + kTile - 1) / kTile;
-  int64_t k = ctx.num_sms / p.chunks;
-  k = k < 1 ? 1 : k > tiles ? tiles : k;
-  const dim3 grid(static_cast<unsigned>(k * p.chunks));
-#ifdef MHC_GEMM_PROBE
-  // MHC_OVERLAP_FORM="keep tokens" (tail_kernel.cu): keep = 1 marks the copies evict-last.
-  if (const char* form = std::getenv("MHC_OVERLAP_FORM"); form != nullptr && *form == '1') {
-    int device = 0;
-    MHC_CUDA_CHECK(cudaGetDevice(&device));
-    static const bool allowed = allow_dynamic_smem(gemm_kernel<kGemmWarps, kGemmSlots, 0, true, true>, device, kGemmSmem);
-    MHC_CHECK(allowed, "gemm probe: shared memory");
-    launch_kernel(gemm_kernel<kGemmWarps, kGemmSlots, 0, true, true>, grid, kGemmWarps * 32, kGemmSmem, ctx, p);
-    return;
-  }
-#endif
-  launch_kernel(gemm_kernel<kGemmWarps, kGemmSlots, 0, true>, grid, kGemmWarps * 32, kGemmSmem, ctx, p);
-}
-
 }  // namespace mhc::cuda::n4
 
 // The kernels this file launches, for warmup (src/cuda/kernel_list.cuh; tests/test_engine.cpp checks
@@ -219,5 +183,4 @@ void launch_gemm_kernel_ordered(const N4Params& p, const LaunchCtx& ctx) {
 #include "src/cuda/kernel_list.cuh"
 void mhc::cuda::n4::list_gemm_kernels(KernelList& out) {
   add_kernel(out, gemm_kernel<>, "n4::gemm_kernel");
-  add_kernel(out, gemm_kernel<kGemmWarps, kGemmSlots, 0, true>, "n4::gemm_kernel<ordered>");
 }

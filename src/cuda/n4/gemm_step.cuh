@@ -21,10 +21,9 @@ static_assert(kMmaSteps * 16 == kChunkCols && kNTiles == 9, "the step's mma shap
 
 /// The steps of one owner of a ring (a warp of gemm_kernel): its
 /// block-local items are owner + owners * k, and step s is stream s % 4 of item s / 4.
-template <typename Items>
 struct OwnerSteps {
   int owner, owners, count;  // count: the owner's steps
-  __device__ OwnerSteps(const Items& items, int owner_, int owners_) : owner(owner_), owners(owners_) {
+  __device__ OwnerSteps(const ChunkTileItems& items, int owner_, int owners_) : owner(owner_), owners(owners_) {
     const int mine = items.count > owner ? (items.count - owner + owners - 1) / owners : 0;
     count = mine * kN;
   }
@@ -60,10 +59,8 @@ __device__ __forceinline__ void load_fragments(const N4Params& p, unsigned char*
 }
 
 // The copies of one step into `slot`: stream j of the item's 32 tokens, the chunk's 128 columns.
-// Lane (h, vec) copies vector vec of rows 2 rr + h; a row past p.T is zero-filled. kKeepL2
-// (diagnostics of the overlap plan): the copies mark their lines evict-last in L2.
-template <typename Items, bool kKeepL2 = false>
-__device__ __forceinline__ void issue_step(const N4Params& p, const Items& items, int local, int j,
+// Lane (h, vec) copies vector vec of rows 2 rr + h; a row past p.T is zero-filled.
+__device__ __forceinline__ void issue_step(const N4Params& p, const ChunkTileItems& items, int local, int j,
                                            unsigned char* slot, int lane) {
   const int chunk = items.chunk(local);
   const int64_t tile = items.tile(local);
@@ -75,19 +72,11 @@ __device__ __forceinline__ void issue_step(const N4Params& p, const Items& items
                       static_cast<int64_t>(chunk) * kChunkCols + vec * 8;
   const int64_t step = 2 * p.residual_stride;
   const uint32_t dst = shared_addr(slot) + h * kSlotRowBytes;
-  const uint64_t policy = kKeepL2 ? evict_last_policy() : 0;
 #pragma unroll
   for (int rr = 0; rr < kTile / 2; ++rr) {
     // row 2 rr + h: its swizzled vector is vec ^ (row & 7) = (vec ^ h) ^ (2 rr & 6)
     const bool valid = 2 * rr < rows;
-    const uint32_t d = dst + rr * 2 * kSlotRowBytes + (((vec ^ h) ^ (2 * rr & 6)) << 4);
-    if constexpr (kKeepL2) {
-      asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(d),
-                   "l"(valid ? src : p.residual), "r"(valid ? 16 : 0), "l"(policy)
-                   : "memory");
-    } else {
-      copy16_or_zero(d, valid ? src : p.residual, valid);
-    }
+    copy16_or_zero(dst + rr * 2 * kSlotRowBytes + (((vec ^ h) ^ (2 * rr & 6)) << 4), valid ? src : p.residual, valid);
     src += step;
   }
 }

@@ -9,7 +9,6 @@
 namespace mhc::cuda::n4 {
 
 constexpr int kPostBlocksPerSm = 16;  // post_kernel's grid cap, blocks per multiprocessor
-constexpr int kOverlapMaxTiles = 1024; // the overlap plan's 32-token tiles a slice at most (its counters)
 
 /// `p` for tokens [t0, t0 + count): every token-indexed pointer offset (plan.cu).
 N4Params slice_params(N4Params p, int64_t t0, int64_t count);
@@ -21,9 +20,6 @@ void launch_mix_kernel(const N4Params& p, const LaunchCtx& ctx);
 bool configure_mix_kernel(int device);
 /// gemm_kernel (gemm_kernel.cu): the mixes stage alone (no post), p.T tokens' partials.
 void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx);
-/// gemm_kernel in the overlap plan's order (OrderedItems: every block walks the tokens in the
-/// same order) adding each stored item to p.tile_arrive; tail_kernel must follow it.
-void launch_gemm_kernel_ordered(const N4Params& p, const LaunchCtx& ctx);
 /// Sets gemm_kernel's dynamic shared memory limit (200 KB) on `device`; false where it has less.
 bool configure_gemm_kernel(int device);
 /// gemm_wg_kernel (gemm_wg_kernel.cu): gemm_kernel's contract and bits on wgmma (sm_90a).
@@ -37,11 +33,12 @@ void launch_collapse_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// kPostFlat one thread per (token, 8 columns), grid-stride; kPostRows a block per token row,
 /// the token's weights once; kPostPipelined kPostRows with the next step's loads in flight;
 /// kPostAuto kPostFlat, the fastest of the three at every T measured on the H200
-/// (docs/performance.md).
-enum PostVariant : int { kPostAuto = -1, kPostFlat = 0, kPostRows = 1, kPostPipelined = 2 };
+/// (docs/performance.md); kPostBulk post_bulk_kernel (below), which the caller may pick only
+/// where the workspace configured it (post_form, plan.cu).
+enum PostVariant : int { kPostAuto = -1, kPostFlat = 0, kPostRows = 1, kPostPipelined = 2, kPostBulk = 3 };
 void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant = kPostAuto);
 /// post_bulk_kernel (post_bulk_kernel.cu): post alone, its loads through a ring of bulk copies
-/// (sm_90+, where configure_post_bulk_kernel gave it its 80 KB of shared memory); the same bits.
+/// (sm_90+, where configure_post_bulk_kernel gave it its 120 KB of shared memory); the same bits.
 void launch_post_bulk_kernel(const N4Params& p, const LaunchCtx& ctx);
 bool configure_post_bulk_kernel(int device);
 /// finalize_kernel (finalize_kernel.cu): the canonical sums of the partials of p.T tokens and
@@ -51,10 +48,6 @@ void launch_finalize_kernel(const N4Params& p, float* pre, const LaunchCtx& ctx)
 /// collapse_stream_kernel (collapse_stream_kernel.cu): the collapse alone, with the carried
 /// (p.pre_mix_in), identity or mean-head pre and the optional RMSNorm fold.
 void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx);
-/// tail_kernel (tail_kernel.cu): the overlap plan's epilogue and collapse, launched right after
-/// launch_gemm_kernel_ordered on the same p (tile_arrive) and run beside it. done: a counter;
-/// p.tile_arrive[0, tiles) and *done are zero between launches (the kernel leaves them so).
-void launch_tail_kernel(const N4Params& p, uint32_t* done, const LaunchCtx& ctx);
 /// decode_kernel (decode_kernel.cu): a whole op with a mixes stage in one launch, T <= 128.
 /// scratch: decode_scratch_bytes(T); counters: the workspace's [3] counters, zero between
 /// launches (the kernel leaves them so). One launch at a time per workspace.
@@ -78,5 +71,9 @@ namespace mhc::cuda {
 // src/cuda/n4/plan.cu: the launch context and the N4Params of a problem (the whole batch).
 LaunchCtx launch_ctx(const detail::Problem& p);
 n4::N4Params n4_params(const detail::Problem& p);
+/// The post kernel's form for the call (the post op and the staged plan's post stage):
+/// kPostBulk where the workspace configured post_bulk_kernel and T is large enough, else
+/// kPostFlat.
+int post_form(const detail::Problem& p);
 
 }  // namespace mhc::cuda

@@ -89,7 +89,7 @@ void n4_run(const detail::Problem& p) {
   const N4Params k = n4_params(p);
   const LaunchCtx ctx = launch_ctx(p);
   if (p.op == detail::Op::kPost) {
-    launch_post_kernel(k, ctx);
+    launch_post_kernel(k, ctx, post_form(p));
     return;
   }
   // Token slices that fit the workspace's partials (multiples of the 32-token tile).
@@ -150,6 +150,16 @@ bool n4_configure_device(bool* gemm, bool* gemm_wg, bool* post_bulk) {
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   *post_bulk = major >= 9 && configure_post_bulk_kernel(device);  // bulk copies: sm_90+
   return configure_mix_kernel(device) && configure_decode_chunk_kernel(device);
+}
+
+// post_bulk_kernel from this T on (H200, session 17: at T = 1024 / 4096 / 16384, H = 4096, 22.4 /
+// 82.9 / 313.0 us against post_flat_kernel's 25.6 / 86.3 / 318.8; H = 7168: 41.4-44.4 / 141.7 /
+// 532.7 against 43.5-45.0 / 150.5 / 558.2).
+constexpr int64_t kPostBulkMinTokens = 1024;
+
+int post_form(const detail::Problem& p) {
+  const bool bulk = p.workspace != nullptr && p.workspace->n4_post_bulk && p.T >= kPostBulkMinTokens;
+  return bulk ? n4::kPostBulk : n4::kPostFlat;
 }
 
 size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens) {

@@ -313,6 +313,10 @@ __global__ void __launch_bounds__(kThreadsB, kPostRowsBlocks) post_pipelined_ker
 void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant) {
   if (p.T <= 0) return;
   if (variant == kPostAuto) variant = kPostFlat;
+  if (variant == kPostBulk) {
+    launch_post_bulk_kernel(p, ctx);
+    return;
+  }
   const int64_t row_blocks = static_cast<int64_t>(ctx.num_sms > 0 ? ctx.num_sms : 1) * kPostRowsBlocks;
   if (variant == kPostFlat) {
     const int64_t total = p.T * (p.H / 8);

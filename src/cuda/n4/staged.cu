@@ -1,7 +1,7 @@
 // src/cuda/n4/staged.cu - the staged n = 4 plan: every operator with a collapse or a mixes
 // stage as a chain of stage kernels that each stream on their own, launched back to back with
 // programmatic dependent launch over token slices:
-//   post_kernel (post_pre)  ->  GEMM stage (mix_kernel without its post stage, on the new
+//   post_kernel or post_bulk_kernel (post_pre; post_form)  ->  GEMM stage (mix_kernel without its post stage, on the new
 //   residual or the input streams: the partials [chunk][token][25])  ->  finalize_kernel (the
 //   canonical sums and the epilogue; the fresh pre into the workspace)  ->  collapse_stream_kernel.
 // Within a slice the GEMM and the collapse re-read the residual the post stage has just
@@ -42,9 +42,7 @@ constexpr int64_t kStagedPreferPostPre = 4096;
 // Which kernel runs the GEMM stage (the same contract and bits): gemm_wg_kernel (wgmma, the
 // staged_wg rows), gemm_kernel (mma.sync, where Workspace::create could give it 200 KB of shared
 // memory), else mix_kernel without its post stage.
-// kOrdered: the overlap plan (gemm_kernel<ordered>, then tail_kernel for the epilogue and the
-// collapse in place of finalize_kernel and collapse_stream_kernel).
-enum class Gemm { kWgmma, kMma, kMix, kOrdered };
+enum class Gemm { kWgmma, kMma, kMix };
 
 // The GEMM stage of a slice: the partial dots and sums of squares of the streams the collapse
 // reads (p.x: the new residual for post_pre, else the input streams), nothing else written.
@@ -57,8 +55,6 @@ void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, Gemm gemm) {
   g.residual_out = nullptr;
   if (gemm == Gemm::kWgmma) {
     launch_gemm_wg_kernel(g, ctx);
-  } else if (gemm == Gemm::kOrdered) {
-    launch_gemm_kernel_ordered(g, ctx);
   } else if (gemm == Gemm::kMma) {
     launch_gemm_kernel(g, ctx);
   } else {
@@ -68,13 +64,14 @@ void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, Gemm gemm) {
 
 /// The staged plan over token slices: post (k.has_post), the GEMM stage and finalize_kernel on the
 /// mixes' params m (k itself, or pre_broadcast's virtual problem over fn_b), the collapse on k.
-// Diagnostics build: MHC_POST_VARIANT (0 flat, 1 rows, 2 pipelined) picks the post kernel.
-int post_variant() {
+// post_form(p) (plan.cu); the diagnostics build's MHC_POST_VARIANT (0 flat, 1 rows, 2 pipelined,
+// 3 bulk where configured) picks another.
+int post_variant(const detail::Problem& p) {
 #ifdef MHC_GEMM_PROBE
   const char* v = std::getenv("MHC_POST_VARIANT");
-  if (v != nullptr) return std::atoi(v);
+  if (v != nullptr && (std::atoi(v) != kPostBulk || p.workspace->n4_post_bulk)) return std::atoi(v);
 #endif
-  return kPostAuto;
+  return post_form(p);
 }
 
 void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& m, Gemm gemm);
@@ -106,23 +103,6 @@ bool n4_staged_wg_supports(const detail::Problem& p) {
 void n4_staged_run(const detail::Problem& p) {
   MHC_CHECK(n4_staged_supports(p), detail::op_name(p.op), ": cuda_n4_staged does not support this call");
   staged_run(p, p.workspace != nullptr && p.workspace->n4_gemm ? Gemm::kMma : Gemm::kMix);
-}
-
-bool n4_overlap_supports(const detail::Problem& p) {
-  return n4_staged_supports(p) && p.workspace != nullptr && p.workspace->n4_gemm && p.workspace->overlap_counters != nullptr;
-}
-
-bool n4_overlap_prefer(const detail::Problem&) { return false; }
-
-size_t n4_overlap_counter_words() { return 1 + kOverlapMaxTiles; }
-
-// The overlap plan where the op collapses with the pre it computes (pre, learned head, post_pre);
-// the staged plan's kernels otherwise (the same bits either way).
-void n4_overlap_run(const detail::Problem& p) {
-  MHC_CHECK(n4_overlap_supports(p), detail::op_name(p.op), ": cuda_n4_overlap does not support this call");
-  const N4Params k = n4_params(p);
-  const bool computed = k.has_mixes && k.has_collapse && k.pre_source == PreSource::kComputed && !k.head_mean;
-  staged_run(p, computed ? Gemm::kOrdered : Gemm::kMma);
 }
 
 void n4_staged_wg_run(const detail::Problem& p) {
@@ -191,21 +171,11 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
   const int64_t forced = p.workspace->n4_slice_tokens / kTile * kTile;
   const int64_t wanted = forced > 0 ? forced : k.has_collapse ? kStagedSliceTokens : 0;
   if (wanted > 0 && wanted < slice_tokens) slice_tokens = wanted;
-  const bool overlap = gemm == Gemm::kOrdered;
-  if (overlap && slice_tokens > kOverlapMaxTiles * kTile) slice_tokens = kOverlapMaxTiles * kTile;
   float* pre = pre_buffer ? k.partials + slice_tokens * m.chunks * kPartial : nullptr;
   for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
-    N4Params s = slice_params(k, t0, count), sm = slice_params(m, t0, count);
-    if (s.has_post && stage_runs('p')) launch_post_kernel(s, stage_ctx(ctx, 'p'), post_variant());
-    if (overlap) {
-      // The tail runs beside the GEMM (PDL) and waits for each tile's partials itself.
-      uint32_t* done = p.workspace->overlap_counters;
-      s.tile_arrive = sm.tile_arrive = done + 1;
-      launch_gemm_stage(sm, ctx, gemm);
-      launch_tail_kernel(s, done, ctx);
-      continue;
-    }
+    const N4Params s = slice_params(k, t0, count), sm = slice_params(m, t0, count);
+    if (s.has_post && stage_runs('p')) launch_post_kernel(s, stage_ctx(ctx, 'p'), post_variant(p));
     if (stage_runs('g')) launch_gemm_stage(sm, stage_ctx(ctx, 'g'), gemm);
     if (stage_runs('f')) launch_finalize_kernel(sm, pre, stage_ctx(ctx, 'f'));
     if (!s.has_collapse || !stage_runs('c')) continue;
