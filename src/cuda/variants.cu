@@ -65,7 +65,7 @@ std::vector<Variant> cuda_variants() {
       {"pre_broadcast.cuda_n4", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
       generic("pre_broadcast.cuda_generic", Op::kPreBroadcast),
       // post
-      {"post.cuda_n4", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_run, "post_bulk_kernel where the workspace has it (sm_90+) and T >= 1024, else post_kernel (flat)", "n4"},
+      {"post.cuda_n4", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_run, "post_bulk_kernel where the workspace has it (sm_90+), else post_kernel (flat)", "n4"},
       {"post.cuda_n4_flat", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_flat_run, "post_kernel (flat: a thread per token x 8 columns)", "n4"},
       {"post.cuda_n4_rows", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_rows_run, "post_kernel (rows: a block per token row)", "n4"},
       {"post.cuda_n4_pipelined", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_pipelined_run, "post_kernel (rows, next loads in flight)", "n4"},

@@ -72,8 +72,7 @@ namespace mhc::cuda {
 LaunchCtx launch_ctx(const detail::Problem& p);
 n4::N4Params n4_params(const detail::Problem& p);
 /// The post kernel's form for the call (the post op and the staged plan's post stage):
-/// kPostBulk where the workspace configured post_bulk_kernel and T is large enough, else
-/// kPostFlat.
+/// kPostBulk where the workspace configured post_bulk_kernel (sm_90+), else kPostFlat.
 int post_form(const detail::Problem& p);
 
 }  // namespace mhc::cuda

@@ -152,14 +152,12 @@ bool n4_configure_device(bool* gemm, bool* gemm_wg, bool* post_bulk) {
   return configure_mix_kernel(device) && configure_decode_chunk_kernel(device);
 }
 
-// post_bulk_kernel from this T on (H200, session 17: at T = 1024 / 4096 / 16384, H = 4096, 22.4 /
-// 82.9 / 313.0 us against post_flat_kernel's 25.6 / 86.3 / 318.8; H = 7168: 41.4-44.4 / 141.7 /
-// 532.7 against 43.5-45.0 / 150.5 / 558.2).
-constexpr int64_t kPostBulkMinTokens = 1024;
-
+// post_bulk_kernel wherever the workspace has it: on the H200 (session 17, calls 3-4) it was as
+// fast or faster at every T measured, H = 4096 / 7168: T = 1 2.66 / 2.76 us (post_flat_kernel
+// 2.66 / 2.75), T = 128 4.76 / 7.17 (5.93 / 8.13), T = 16384 312.2-313.1 / 531.4-533.6
+// (318.8-319.2 / 560.7-561.1).
 int post_form(const detail::Problem& p) {
-  const bool bulk = p.workspace != nullptr && p.workspace->n4_post_bulk && p.T >= kPostBulkMinTokens;
-  return bulk ? n4::kPostBulk : n4::kPostFlat;
+  return p.workspace != nullptr && p.workspace->n4_post_bulk ? n4::kPostBulk : n4::kPostFlat;
 }
 
 size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens) {
