@@ -32,10 +32,9 @@ namespace {
 
 constexpr int kBulkThreads = 512;
 constexpr int kPerGroup = 3;                          // stages a group: one consumed, two in flight
-constexpr int kMaxStageBytes = 5 * 1024 * 2;          // 1024-column segments
+constexpr int kRingCols = kBulkThreads * 8;           // the groups' segments side by side, any width
 constexpr int kBarBytes = 256;                        // full[] of every stage (8 groups x 3 at most)
-constexpr int kBulkSmem = kBarBytes + (kBulkThreads / 64) * kPerGroup * (5 * 512 * 2);  // 120.1 KB either way
-static_assert(kBulkSmem == kBarBytes + (kBulkThreads / 128) * kPerGroup * kMaxStageBytes, "one layout size");
+constexpr int kBulkSmem = kBarBytes + kPerGroup * 5 * kRingCols * 2;  // 120.25 KB
 static_assert((kBulkThreads / 64) * kPerGroup * 8 <= kBarBytes, "barriers");
 
 /// Steps (token, segment) through a group's tiles without a division: `step` tiles at a time.

@@ -1,9 +1,10 @@
 // src/cuda/n4/staged.cu - the staged n = 4 plan: every operator with a collapse or a mixes
 // stage as a chain of stage kernels that each stream on their own, launched back to back with
 // programmatic dependent launch over token slices:
-//   post_kernel or post_bulk_kernel (post_pre; post_form)  ->  GEMM stage (mix_kernel without its post stage, on the new
-//   residual or the input streams: the partials [chunk][token][25])  ->  finalize_kernel (the
-//   canonical sums and the epilogue; the fresh pre into the workspace)  ->  collapse_stream_kernel.
+//   post_kernel or post_bulk_kernel (post_pre; post_form)  ->  GEMM stage (mix_kernel without
+//   its post stage, on the new residual or the input streams: the partials
+//   [chunk][token][25])  ->  finalize_kernel (the canonical sums and the epilogue; the fresh
+//   pre into the workspace)  ->  collapse_stream_kernel.
 // Within a slice the GEMM and the collapse re-read the residual the post stage has just
 // written (from L2 where the slice fits). Operators without a mixes stage (collapse, head
 // carried / mean) are one collapse_stream_kernel over the whole batch.
@@ -257,7 +258,7 @@ bool n4_post_bulk_supports(const detail::Problem& p) {
 
 void n4_post_bulk_run(const detail::Problem& p) {
   MHC_CHECK(n4_post_bulk_supports(p), "post: cuda_n4_bulk does not support this call");
-  launch_post_bulk_kernel(n4_params(p), launch_ctx(p));
+  post_variant_run(p, kPostBulk, "cuda_n4_bulk");
 }
 
 }  // namespace mhc::cuda
