@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(kBulkThreads, 1) post_bulk_kernel(const N4Para
     for (int j = 0; j < kN; ++j) r[j] = st[j * kSegVecs + me];
     const uint4 lo = st[kN * kSegVecs + me];
     // Every thread of the group has read the stage: its thread 0 refills it.
-    asm volatile("bar.sync %0, %1;\n" ::"r"(1 + g), "r"(kSegVecs) : "memory");
+    named_sync(1 + g, kSegVecs);
     if (me == 0 && tile + kPerGroup * step < tiles) fill_stage<kSegCols>(p, ahead.t, ahead.c, stages + s * kStageBytes, full + s * 8);
     uint4 out[kN];
     post8(post_weights(post, comb), r, lo, out);
