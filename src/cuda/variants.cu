@@ -43,9 +43,11 @@ std::vector<Variant> cuda_variants() {
       {"mixes.cuda_n4_staged_wg", Op::kMixes, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel", "n4", n4_staged_prefer},
       {"mixes.cuda_n4", Op::kMixes, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (epilogue only)", "n4"},
       generic("mixes.cuda_generic", Op::kMixes),
-      // collapse
-      {"collapse.cuda_n4", Op::kCollapse, DeviceType::kCUDA, kN4, n4_supports, n4_run, "collapse_kernel", "n4"},
+      // collapse: collapse_stream_kernel first, faster in 16 of 18 rows on the H200 (T = 1 .. 16384,
+      // H = 4096 / 5120 / 7168; 165.6 against 188.2 us at T = 16384, H = 4096; within 3% slower
+      // at T = 1024, H = 5120): session 18 call 1, docs/performance-history.md
       {"collapse.cuda_n4_staged", Op::kCollapse, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "collapse_stream_kernel", "n4"},
+      {"collapse.cuda_n4", Op::kCollapse, DeviceType::kCUDA, kN4, n4_supports, n4_run, "collapse_kernel", "n4"},
       generic("collapse.cuda_generic", Op::kCollapse),
       // pre
       decode_chunk("pre.cuda_n4_decode_chunk", Op::kPre),
