@@ -11,14 +11,18 @@
 // Grid mapping: one block per multiprocessor (persistent), each with an equal contiguous range
 // of the (chunk, 16-token tile) items in chunk-major order (ChunkTileItems). Three roles, one
 // stage of a ring of kPgStages per item, handed on through three mbarriers per stage:
-//   producer warp: fills the stage with bulk copies (`full`): the tile's 256-byte rows of the
-//     chunk's 128 columns of the 4 streams (rows padded to kRowPitch bytes, so the ldmatrix
-//     reads below are free of bank conflicts) and of the layer output; it refills a stage once
-//     the mma warps have released it (`empty`).
-//   8 post warps: thread (token tt, 8-column vector cv) runs post8 on its vector of the 4
-//     streams, stores the new residual to residual_out and in place into the stage (the mma A
-//     operand), and forms its vector's sum of squares, then the token's with the butterfly over
-//     its 16 lanes; then arrives on `posted`.
+//   the copies: mma warp 0 fills the stage with bulk copies (`full`): the tile's 256-byte rows
+//     of the chunk's 128 columns of the 4 streams (rows padded to kRowPitch bytes, so the
+//     ldmatrix reads below are free of bank conflicts) and of the layer output, and the tokens'
+//     mixes; it refills a stage once the 4 mma warps have released it (`empty`). (A warp of its
+//     own for the copies would make 21 warps, 5 or 6 a scheduler, and cap the registers at 80:
+//     post8 spilled there.)
+//   16 post warps in two groups of 8, group g taking the items i = g mod 2 (a post thread is a
+//     long dependent chain: one group alone kept too few units in flight, session 18 call 2):
+//     thread (token tt, 8-column vector cv) runs post8 on its vector of the 4 streams, stores
+//     the new residual to residual_out and in place into the stage (the mma A operand), and
+//     forms its vector's sum of squares, then the token's with the butterfly over its 16 lanes;
+//     then arrives on `posted`.
 //   4 mma warps: warp j forms the 24 dots of the tile over stream j's 128 columns (72
 //     mma.m16n8k16 against the chunk's B fragments, which stay in shared memory for the block's
 //     items of that chunk: 72 KB); the 4 warps' values meet in shared memory, are summed in
@@ -29,7 +33,8 @@
 // the squares vector_squares then chunk_squares_butterfly (canonical.cuh). finalize_kernel then
 // reads the partials as it reads gemm_kernel's.
 // Envelope: sm_90+ (bulk copies, mbarriers), n = 4, H % 512 == 0, H <= 16384, 16-byte aligned
-// rows, a post stage with its residual_out; 210.6 KB of dynamic shared memory.
+// rows and 16-byte aligned mixes rows (post_mix, comb_mix), a post stage with its residual_out;
+// 218.1 KB of dynamic shared memory.
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/canonical.cuh"
 #include "src/cuda/n4/gemm_step.cuh"
@@ -42,16 +47,19 @@ namespace mhc::cuda::n4 {
 namespace {
 
 constexpr int kPgTile = 16;                                   // tokens per item: one m16 tile
-constexpr int kPgPostThreads = kPgTile * (kChunkCols / 8);    // 256: one per (token, 8 columns)
+constexpr int kPgGroupThreads = kPgTile * (kChunkCols / 8);   // 256: one per (token, 8 columns)
+constexpr int kPgGroups = 2;                                  // post groups, alternate items
+constexpr int kPgPostThreads = kPgGroups * kPgGroupThreads;
 constexpr int kPgMmaThreads = kN * 32;                        // 128: warp j, stream j
-constexpr int kPgProducer = kPgPostThreads + kPgMmaThreads;   // the producer warp's first thread
-constexpr int kPgThreads = kPgProducer + 32;                  // 416
+constexpr int kPgThreads = kPgPostThreads + kPgMmaThreads;    // 640: 5 warps a scheduler, 96 registers
 constexpr int kPgStages = 6;
 constexpr int kPgMmaBar = 1;                                  // the mma warps' named barrier
 constexpr int kRowBytes = kChunkCols * 2;                     // a token's 128 columns of one row
 constexpr int kRowPitch = kRowBytes + 16;                     // padded: 8 rows hit 32 banks
 constexpr int kPgRes = kN * kPgTile * kRowPitch;              // a stage's streams [j][tt][pitch]
-constexpr int kPgStageBytes = kPgRes + kPgTile * kRowBytes;   // + the layer output [tt][256 B]
+constexpr int kPgMixOff = kPgRes + kPgTile * kRowBytes;       // after the layer output [tt][256 B]
+constexpr int kPostMixBytes = kN * 4, kCombMixBytes = kN * kN * 4;
+constexpr int kPgStageBytes = kPgMixOff + kPgTile * (kPostMixBytes + kCombMixBytes);  // + post [tt][4], comb [tt][16]
 constexpr int kPgRedFloats = kN * kPgTile * kRows;            // [warp][token][24]
 // Shared memory: the barriers, the B fragments, the ring, red[2], the stages' squares.
 constexpr int kPgFragOff = 256;
@@ -77,42 +85,42 @@ __device__ __forceinline__ int tile_rows(const N4Params& p, int64_t t0) {
   return static_cast<int>(p.T - t0 < kPgTile ? p.T - t0 : kPgTile);
 }
 
-// The producer warp: every item's rows into its stage, once the stage's previous item is done.
-// Lane (half, tt) copies token tt's rows: half 0 streams 0-2, half 1 stream 3 and the layer output.
-__device__ __forceinline__ void produce(const N4Params& p, const ChunkTileItems& items, const Ring& ring, int lane) {
+// Item i's copies into its stage (free: its previous item released it), by the 32 lanes of mma
+// warp 0. Lane (half, tt) copies token tt's rows: half 0 streams 0-2 and post_mix, half 1
+// stream 3, the layer output and comb_mix.
+__device__ __forceinline__ void produce(const N4Params& p, const ChunkTileItems& items, const Ring& ring, int i, int lane) {
   const int tt = lane & 15, half = lane >> 4;
-  for (int i = 0; i < items.count; ++i) {
-    const int s = i % kPgStages;
-    if (i >= kPgStages) mbar_wait(ring.empty(s), static_cast<uint32_t>((i / kPgStages - 1) & 1));
-    const int64_t t0 = items.tile(i) * kPgTile;
-    const int rows = tile_rows(p, t0);
-    if (lane == 0) mbar_expect_tx(ring.full(s), static_cast<uint32_t>(rows * (kN + 1) * kRowBytes));
-    if (tt >= rows) continue;
-    const int64_t t = t0 + tt, col = static_cast<int64_t>(items.chunk(i)) * kChunkCols;
-    const uint32_t st = ring.base + kPgStageOff + s * kPgStageBytes;
-    const bf16_t* res = p.residual + t * p.residual_stride + col;
-    for (int j = half * 3; j < (half == 0 ? 3 : kN); ++j) {
-      bulk_load(st + (j * kPgTile + tt) * kRowPitch, res + j * p.res_stream_stride, kRowBytes, ring.full(s));
-    }
-    if (half == 1) {
-      bulk_load(st + kPgRes + tt * kRowBytes, p.layer_output + t * p.layer_output_stride + col, kRowBytes, ring.full(s));
-    }
+  const int s = i % kPgStages;
+  const int64_t t0 = items.tile(i) * kPgTile;
+  const int rows = tile_rows(p, t0);
+  constexpr int kTokenBytes = (kN + 1) * kRowBytes + kPostMixBytes + kCombMixBytes;
+  if (lane == 0) mbar_expect_tx(ring.full(s), static_cast<uint32_t>(rows * kTokenBytes));
+  if (tt >= rows) return;
+  const int64_t t = t0 + tt, col = static_cast<int64_t>(items.chunk(i)) * kChunkCols;
+  const uint32_t st = ring.base + kPgStageOff + s * kPgStageBytes;
+  const bf16_t* res = p.residual + t * p.residual_stride + col;
+  for (int j = half * 3; j < (half == 0 ? 3 : kN); ++j) {
+    bulk_load(st + (j * kPgTile + tt) * kRowPitch, res + j * p.res_stream_stride, kRowBytes, ring.full(s));
+  }
+  const uint32_t mix = st + kPgMixOff;
+  if (half == 0) {
+    bulk_load(mix + tt * kPostMixBytes, p.post_mix + t * p.post_mix_stride, kPostMixBytes, ring.full(s));
+  } else {
+    bulk_load(st + kPgRes + tt * kRowBytes, p.layer_output + t * p.layer_output_stride + col, kRowBytes, ring.full(s));
+    bulk_load(mix + kPgTile * kPostMixBytes + tt * kCombMixBytes, p.comb_mix + t * p.comb_mix_stride, kCombMixBytes,
+              ring.full(s));
   }
 }
 
-// A post thread: its (token, vector) of every item.
-__device__ __forceinline__ void post_items(const N4Params& p, const ChunkTileItems& items, const Ring& ring, int tid) {
-  const int tt = tid >> 4, cv = tid & 15;
-  for (int i = 0; i < items.count; ++i) {
+// A post thread of group `group` (thread gt of it): its (token, vector) of the group's items.
+__device__ __forceinline__ void post_items(const N4Params& p, const ChunkTileItems& items, const Ring& ring, int group,
+                                           int gt) {
+  const int tt = gt >> 4, cv = gt & 15;
+  for (int i = group; i < items.count; i += kPgGroups) {
     const int s = i % kPgStages;
     const int chunk = items.chunk(i);
     const int64_t t = items.tile(i) * kPgTile + tt;
     const bool valid = t < p.T;
-    float mix[kN + kN * kN];  // loaded before the wait: another kernel wrote them
-#pragma unroll
-    for (int k = 0; k < kN; ++k) mix[k] = valid ? __ldcg(p.post_mix + t * p.post_mix_stride + k) : 0.0f;
-#pragma unroll
-    for (int k = 0; k < kN * kN; ++k) mix[kN + k] = valid ? __ldcg(p.comb_mix + t * p.comb_mix_stride + k) : 0.0f;
     mbar_wait(ring.full(s), static_cast<uint32_t>((i / kPgStages) & 1));
     unsigned char* st = ring.stage(s);
     uint4 x[kN];
@@ -121,7 +129,8 @@ __device__ __forceinline__ void post_items(const N4Params& p, const ChunkTileIte
 #pragma unroll
       for (int j = 0; j < kN; ++j) r[j] = *reinterpret_cast<const uint4*>(st + (j * kPgTile + tt) * kRowPitch + cv * 16);
       const uint4 lo = *reinterpret_cast<const uint4*>(st + kPgRes + tt * kRowBytes + cv * 16);
-      post8(post_weights(mix, mix + kN), r, lo, x);
+      const float* mix = reinterpret_cast<const float*>(st + kPgMixOff);
+      post8(post_weights(mix + tt * kN, mix + kPgTile * kN + tt * kN * kN), r, lo, x);
       bf16_t* out = p.residual_out + t * p.residual_out_stride + static_cast<int64_t>(chunk) * kChunkCols + cv * 8;
 #pragma unroll
       for (int j = 0; j < kN; ++j) st16(out + j * p.H, x[j]);
@@ -147,6 +156,9 @@ __device__ __forceinline__ void mma_items(const N4Params& p, const ChunkTileItem
   const int g = lane >> 2, q = lane & 3;
   const uint2* frag = reinterpret_cast<const uint2*>(ring.smem + kPgFragOff) + mw * kMmaSteps * kNTiles * 32;
   float* red_base = reinterpret_cast<float*>(ring.smem + kPgRedOff);
+  if (mw == 0) {
+    for (int i = 0; i < kPgStages && i < items.count; ++i) produce(p, items, ring, i, lane);
+  }
   int loaded = items.chunk(0);  // its fragments were requested before pdl_wait
   cp_async_wait<0>();
   named_sync(kPgMmaBar, kPgMmaThreads);
@@ -209,6 +221,10 @@ __device__ __forceinline__ void mma_items(const N4Params& p, const ChunkTileItem
       dst[idx] = v;
     }
     mbar_arrive(ring.empty(s));
+    if (mw == 0 && i + kPgStages < items.count) {
+      mbar_wait(ring.empty(s), static_cast<uint32_t>((i / kPgStages) & 1));  // the other warps' reads
+      produce(p, items, ring, i + kPgStages, lane);
+    }
   }
 }
 
@@ -222,12 +238,12 @@ __global__ void __launch_bounds__(kPgThreads, 1) post_gemm_kernel(const N4Params
   if (tid == 0) {
     for (int s = 0; s < kPgStages; ++s) {
       mbar_init(ring.full(s), 1);
-      mbar_init(ring.posted(s), kPgPostThreads);
+      mbar_init(ring.posted(s), kPgGroupThreads);
       mbar_init(ring.empty(s), kPgMmaThreads);
     }
     mbar_init_fence();
   }
-  const bool mma = tid >= kPgPostThreads && tid < kPgProducer;  // warp-uniform
+  const bool mma = tid >= kPgPostThreads;  // warp-uniform
   if (mma) {
     // The first chunk's fragments are weights: their copies overlap the end of the kernel before.
     gemm_step::load_fragments<kPgMmaThreads>(p, smem + kPgFragOff, items.chunk(0), tid - kPgPostThreads);
@@ -236,11 +252,9 @@ __global__ void __launch_bounds__(kPgThreads, 1) post_gemm_kernel(const N4Params
   __syncthreads();  // the barriers are initialised
   pdl_wait();       // the residual, the layer output and the mixes may come from the kernel before
   if (tid < kPgPostThreads) {
-    post_items(p, items, ring, tid);
-  } else if (mma) {
-    mma_items(p, items, ring, tid - kPgPostThreads);
+    post_items(p, items, ring, tid / kPgGroupThreads, tid % kPgGroupThreads);
   } else {
-    produce(p, items, ring, tid - kPgProducer);
+    mma_items(p, items, ring, tid - kPgPostThreads);
   }
 }
 

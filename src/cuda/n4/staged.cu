@@ -114,7 +114,12 @@ void n4_staged_wg_run(const detail::Problem& p) {
 }
 
 bool n4_fused_supports(const detail::Problem& p) {
-  return p.op == detail::Op::kPostPre && n4_staged_supports(p) && p.workspace != nullptr && p.workspace->n4_post_gemm;
+  // post_gemm_kernel copies the mixes rows too: 16-byte aligned rows.
+  const auto rows16f = [](const float* ptr, int64_t stride) {
+    return ptr != nullptr && (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0 && stride % 4 == 0;
+  };
+  return p.op == detail::Op::kPostPre && n4_staged_supports(p) && p.workspace != nullptr && p.workspace->n4_post_gemm &&
+         rows16f(p.post_mix, p.post_mix_stride) && rows16f(p.comb_mix, p.comb_mix_stride);
 }
 
 void n4_fused_run(const detail::Problem& p) {
