@@ -9,32 +9,31 @@
 // token. Here the GEMM costs no DRAM bytes beyond its partials: 18H a token.
 //
 // Grid mapping: one block per multiprocessor (persistent), each with an equal contiguous range
-// of the (chunk, 16-token tile) items in chunk-major order (ChunkTileItems). Three roles, one
-// stage of a ring of kPgStages per item, handed on through three mbarriers per stage:
-//   the copies: mma warp 0 fills the stage with bulk copies (`full`): the tile's 256-byte rows
-//     of the chunk's 128 columns of the 4 streams (rows padded to kRowPitch bytes, so the
-//     ldmatrix reads below are free of bank conflicts) and of the layer output, and the tokens'
-//     mixes; it refills a stage once the 4 mma warps have released it (`empty`). (A warp of its
-//     own for the copies would make 21 warps, 5 or 6 a scheduler, and cap the registers at 80:
-//     post8 spilled there.)
-//   16 post warps in two groups of 8, group g taking the items i = g mod 2 (a post thread is a
-//     long dependent chain: one group alone kept too few units in flight, session 18 call 2):
-//     thread (token tt, 8-column vector cv) runs post8 on its vector of the 4 streams, stores
-//     the new residual to residual_out and in place into the stage (the mma A operand), and
-//     forms its vector's sum of squares, then the token's with the butterfly over its 16 lanes;
-//     then arrives on `posted`.
-//   4 mma warps: warp j forms the 24 dots of the tile over stream j's 128 columns (72
-//     mma.m16n8k16 against the chunk's B fragments, which stay in shared memory for the block's
-//     items of that chunk: 72 KB); the 4 warps' values meet in shared memory, are summed in
-//     stream order and stored with the squares as the item's run of 16 x 25 floats; then the
-//     warps release the stage.
+// of the (chunk, 16-token tile) items in chunk-major order (ChunkTileItems). Two roles:
+//   16 post warps in two groups of 8, group g taking the items i = g mod 2 (one group alone
+//     kept too few post8 chains in flight). Thread (token tt, 8-column vector cv) copies its own
+//     16-byte vectors of the 4 streams (and lanes cv < 5 the token's 80 bytes of mixes) with
+//     cp.async into its group's ring of kPgRaw stages, two items ahead, and loads its vector of
+//     the layer output into registers one item ahead;
+//     once they have landed it runs post8, stores the new residual to residual_out and into its
+//     group's A buffer (rows padded to kRowPitch bytes, so the ldmatrix reads are free of bank
+//     conflicts), forms its vector's sum of squares and, with the butterfly over its token's 16
+//     lanes, the chunk's, and arrives on the buffer's `posted` barrier. A thread reads only the
+//     raw bytes it copied (the mixes: its warp's), so it refills its stage as soon as it has
+//     read it. (Bulk copies of 256-byte rows were tried first: ~80 copies an item kept the copy
+//     engine busy 3.6 us an item, session 18 calls 2-3.)
+//   4 mma warps: warp j waits on `posted`, forms the 24 dots of the tile over stream j's 128
+//     columns (72 mma.m16n8k16 against the chunk's B fragments, which stay in shared memory for
+//     the block's items of that chunk: 72 KB); the 4 warps' values meet in shared memory, are
+//     summed in stream order and stored with the squares as the item's run of 16 x 25 floats;
+//     then the warps release the A buffer (`empty`), which the group waits for two items later.
 // Accumulation: the canonical order of config.cuh, as gemm_kernel: per token and stream one mma
 // chain per n-tile from zero over the 8 k16 steps, v = hi + (mid + lo), ((v_0 + v_1) + v_2) + v_3;
 // the squares vector_squares then chunk_squares_butterfly (canonical.cuh). finalize_kernel then
 // reads the partials as it reads gemm_kernel's.
-// Envelope: sm_90+ (bulk copies, mbarriers), n = 4, H % 512 == 0, H <= 16384, 16-byte aligned
-// rows and 16-byte aligned mixes rows (post_mix, comb_mix), a post stage with its residual_out;
-// 218.1 KB of dynamic shared memory.
+// Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows and 16-byte aligned mixes rows
+// (post_mix, comb_mix), a post stage with its residual_out; sm_90+ (mbarriers; the staged plan
+// picks it there), 221.7 KB of dynamic shared memory.
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/canonical.cuh"
 #include "src/cuda/n4/gemm_step.cuh"
@@ -52,130 +51,149 @@ constexpr int kPgGroups = 2;                                  // post groups, al
 constexpr int kPgPostThreads = kPgGroups * kPgGroupThreads;
 constexpr int kPgMmaThreads = kN * 32;                        // 128: warp j, stream j
 constexpr int kPgThreads = kPgPostThreads + kPgMmaThreads;    // 640: 5 warps a scheduler, 96 registers
-constexpr int kPgStages = 6;
+constexpr int kPgRaw = 3;                                     // raw stages a group: one read, two in flight
 constexpr int kPgMmaBar = 1;                                  // the mma warps' named barrier
 constexpr int kRowBytes = kChunkCols * 2;                     // a token's 128 columns of one row
-constexpr int kRowPitch = kRowBytes + 16;                     // padded: 8 rows hit 32 banks
-constexpr int kPgRes = kN * kPgTile * kRowPitch;              // a stage's streams [j][tt][pitch]
-constexpr int kPgMixOff = kPgRes + kPgTile * kRowBytes;       // after the layer output [tt][256 B]
+constexpr int kRowPitch = kRowBytes + 16;                     // an A row, padded: 8 rows hit 32 banks
 constexpr int kPostMixBytes = kN * 4, kCombMixBytes = kN * kN * 4;
-constexpr int kPgStageBytes = kPgMixOff + kPgTile * (kPostMixBytes + kCombMixBytes);  // + post [tt][4], comb [tt][16]
+// A raw stage: the streams [j][tt][256 B], post [tt][4], comb [tt][16]. (The layer output goes
+// to registers, one item ahead: with it the stages would not fit.)
+constexpr int kRawMix = kN * kPgTile * kRowBytes;
+constexpr int kRawBytes = kRawMix + kPgTile * (kPostMixBytes + kCombMixBytes);
+constexpr int kABytes = kN * kPgTile * kRowPitch;             // an A buffer: [j][tt][pitch]
 constexpr int kPgRedFloats = kN * kPgTile * kRows;            // [warp][token][24]
-// Shared memory: the barriers, the B fragments, the ring, red[2], the stages' squares.
-constexpr int kPgFragOff = 256;
-constexpr int kPgStageOff = kPgFragOff + kFragBytes;
-constexpr int kPgRedOff = kPgStageOff + kPgStages * kPgStageBytes;
+// Shared memory: the barriers, the B fragments, the raw rings, the A buffers, red[2], squares.
+constexpr int kPgFragOff = 64;  // after the barriers
+constexpr int kPgRawOff = kPgFragOff + kFragBytes;
+constexpr int kPgAOff = kPgRawOff + kPgGroups * kPgRaw * kRawBytes;
+constexpr int kPgRedOff = kPgAOff + kPgGroups * kABytes;
 constexpr int kPgSqOff = kPgRedOff + 2 * kPgRedFloats * 4;
-constexpr int kPgSmem = kPgSqOff + kPgStages * kPgTile * 4;
-static_assert(3 * kPgStages * 8 <= kPgFragOff, "barriers");
-static_assert(kPgStageOff % 128 == 0 && kPgStageBytes % 128 == 0 && kRowPitch % 16 == 0, "16-byte copies");
+constexpr int kPgSmem = kPgSqOff + kPgGroups * kPgTile * 4;
+static_assert(2 * kPgGroups * 8 <= kPgFragOff, "barriers");
+static_assert(kPgRawOff % 16 == 0 && kRawBytes % 16 == 0 && kPgAOff % 16 == 0 && kABytes % 16 == 0, "16-byte copies");
 static_assert(kPgSmem <= 227 * 1024, "post_gemm_kernel shared memory");
 
-struct Ring {
+// The block's shared memory by part. Item i belongs to group i % 2 and uses its A buffer.
+struct Smem {
   unsigned char* smem;
   uint32_t base;  // smem as a shared-memory address
-  __device__ uint32_t full(int s) const { return base + 8 * s; }
-  __device__ uint32_t posted(int s) const { return base + 8 * (kPgStages + s); }
-  __device__ uint32_t empty(int s) const { return base + 8 * (2 * kPgStages + s); }
-  __device__ unsigned char* stage(int s) const { return smem + kPgStageOff + s * kPgStageBytes; }
-  __device__ float* squares(int s) const { return reinterpret_cast<float*>(smem + kPgSqOff) + s * kPgTile; }
+  __device__ uint32_t posted(int a) const { return base + 8 * a; }
+  __device__ uint32_t empty(int a) const { return base + 8 * (kPgGroups + a); }
+  __device__ unsigned char* raw(int group, int stage) const {
+    return smem + kPgRawOff + (group * kPgRaw + stage) * kRawBytes;
+  }
+  __device__ unsigned char* a_buffer(int a) const { return smem + kPgAOff + a * kABytes; }
+  __device__ uint32_t a_addr(int a) const { return base + kPgAOff + a * kABytes; }
+  __device__ float* squares(int a) const { return reinterpret_cast<float*>(smem + kPgSqOff) + a * kPgTile; }
 };
 
 __device__ __forceinline__ int tile_rows(const N4Params& p, int64_t t0) {
   return static_cast<int>(p.T - t0 < kPgTile ? p.T - t0 : kPgTile);
 }
 
-// Item i's copies into its stage (free: its previous item released it), by the 32 lanes of mma
-// warp 0. Lane (half, tt) copies token tt's rows: half 0 streams 0-2 and post_mix, half 1
-// stream 3, the layer output and comb_mix.
-__device__ __forceinline__ void produce(const N4Params& p, const ChunkTileItems& items, const Ring& ring, int i, int lane) {
-  const int tt = lane & 15, half = lane >> 4;
-  const int s = i % kPgStages;
-  const int64_t t0 = items.tile(i) * kPgTile;
-  const int rows = tile_rows(p, t0);
-  constexpr int kTokenBytes = (kN + 1) * kRowBytes + kPostMixBytes + kCombMixBytes;
-  if (lane == 0) mbar_expect_tx(ring.full(s), static_cast<uint32_t>(rows * kTokenBytes));
-  if (tt >= rows) return;
-  const int64_t t = t0 + tt, col = static_cast<int64_t>(items.chunk(i)) * kChunkCols;
-  const uint32_t st = ring.base + kPgStageOff + s * kPgStageBytes;
-  const bf16_t* res = p.residual + t * p.residual_stride + col;
-  for (int j = half * 3; j < (half == 0 ? 3 : kN); ++j) {
-    bulk_load(st + (j * kPgTile + tt) * kRowPitch, res + j * p.res_stream_stride, kRowBytes, ring.full(s));
-  }
-  const uint32_t mix = st + kPgMixOff;
-  if (half == 0) {
-    bulk_load(mix + tt * kPostMixBytes, p.post_mix + t * p.post_mix_stride, kPostMixBytes, ring.full(s));
-  } else {
-    bulk_load(st + kPgRes + tt * kRowBytes, p.layer_output + t * p.layer_output_stride + col, kRowBytes, ring.full(s));
-    bulk_load(mix + kPgTile * kPostMixBytes + tt * kCombMixBytes, p.comb_mix + t * p.comb_mix_stride, kCombMixBytes,
-              ring.full(s));
+// Thread (tt, cv)'s copies of item i into `raw` (one cp.async group, committed by the caller):
+// its vector of the 4 streams and, for cv < 5, a 16-byte piece of the token's mixes (cv 0
+// post_mix, cv 1..4 comb_mix). Nothing for a token past p.T.
+__device__ __forceinline__ void copy_unit(const N4Params& p, const ChunkTileItems& items, int i, unsigned char* raw,
+                                          int tt, int cv) {
+  const int64_t t = items.tile(i) * kPgTile + tt;
+  if (t >= p.T) return;
+  const bf16_t* res = p.residual + t * p.residual_stride + static_cast<int64_t>(items.chunk(i)) * kChunkCols + cv * 8;
+#pragma unroll
+  for (int j = 0; j < kN; ++j) cp_async16_keep(raw + (j * kPgTile + tt) * kRowBytes + cv * 16, res + j * p.res_stream_stride);
+  if (cv == 0) {
+    cp_async16_keep(raw + kRawMix + tt * kPostMixBytes, p.post_mix + t * p.post_mix_stride);
+  } else if (cv <= kN) {
+    cp_async16_keep(raw + kRawMix + kPgTile * kPostMixBytes + tt * kCombMixBytes + (cv - 1) * 16,
+                    p.comb_mix + t * p.comb_mix_stride + (cv - 1) * kN);
   }
 }
 
-// A post thread of group `group` (thread gt of it): its (token, vector) of the group's items.
-__device__ __forceinline__ void post_items(const N4Params& p, const ChunkTileItems& items, const Ring& ring, int group,
+// Thread (tt, cv)'s vector of item i's layer output (another kernel wrote it: through L2),
+// zeros past p.T.
+__device__ __forceinline__ uint4 load_lo(const N4Params& p, const ChunkTileItems& items, int i, int tt, int cv) {
+  const int64_t t = items.tile(i) * kPgTile + tt;
+  if (i >= items.count || t >= p.T) return make_uint4(0, 0, 0, 0);
+  return ldcg16(p.layer_output + t * p.layer_output_stride + static_cast<int64_t>(items.chunk(i)) * kChunkCols + cv * 8);
+}
+
+// A post thread of group `group` (thread gt of it): its (token, vector) of the group's items
+// i = group, group + 2, ..; its k-th item in raw stage k % kPgRaw, refilled with the group's item
+// kPgRaw ahead once post8 has read it.
+__device__ __forceinline__ void post_items(const N4Params& p, const ChunkTileItems& items, const Smem& sm, int group,
                                            int gt) {
   const int tt = gt >> 4, cv = gt & 15;
-  for (int i = group; i < items.count; i += kPgGroups) {
-    const int s = i % kPgStages;
+#pragma unroll
+  for (int k = 0; k < kPgRaw; ++k) {
+    const int i = group + kPgGroups * k;
+    if (i < items.count) copy_unit(p, items, i, sm.raw(group, k), tt, cv);
+    cp_async_commit();
+  }
+  uint4 lo_next = load_lo(p, items, group, tt, cv);
+  for (int i = group, k = 0; i < items.count; i += kPgGroups, ++k) {
     const int chunk = items.chunk(i);
     const int64_t t = items.tile(i) * kPgTile + tt;
     const bool valid = t < p.T;
-    mbar_wait(ring.full(s), static_cast<uint32_t>((i / kPgStages) & 1));
-    unsigned char* st = ring.stage(s);
+    unsigned char* raw = sm.raw(group, k % kPgRaw);
+    const uint4 lo = lo_next;
+    lo_next = load_lo(p, items, i + kPgGroups, tt, cv);
+    cp_async_wait<kPgRaw - 1>();  // this thread's copies of item i have landed
+    __syncwarp();                 // and its token's mixes, copied by lanes cv < 5
     uint4 x[kN];
     if (valid) {
       uint4 r[kN];
 #pragma unroll
-      for (int j = 0; j < kN; ++j) r[j] = *reinterpret_cast<const uint4*>(st + (j * kPgTile + tt) * kRowPitch + cv * 16);
-      const uint4 lo = *reinterpret_cast<const uint4*>(st + kPgRes + tt * kRowBytes + cv * 16);
-      const float* mix = reinterpret_cast<const float*>(st + kPgMixOff);
+      for (int j = 0; j < kN; ++j) r[j] = *reinterpret_cast<const uint4*>(raw + (j * kPgTile + tt) * kRowBytes + cv * 16);
+      const float* mix = reinterpret_cast<const float*>(raw + kRawMix);
       post8(post_weights(mix + tt * kN, mix + kPgTile * kN + tt * kN * kN), r, lo, x);
       bf16_t* out = p.residual_out + t * p.residual_out_stride + static_cast<int64_t>(chunk) * kChunkCols + cv * 8;
 #pragma unroll
       for (int j = 0; j < kN; ++j) st16(out + j * p.H, x[j]);
     } else {
-      // A padding row (not copied): zeros for the mma, whose rows past p.T are never stored.
+      // A padding row: zeros for the mma, whose rows past p.T are never stored.
 #pragma unroll
       for (int j = 0; j < kN; ++j) x[j] = make_uint4(0, 0, 0, 0);
     }
-#pragma unroll
-    for (int j = 0; j < kN; ++j) *reinterpret_cast<uint4*>(st + (j * kPgTile + tt) * kRowPitch + cv * 16) = x[j];
+    __syncwarp();  // every lane of the warp has read the stage's mixes: refill it
+    const int next = i + kPgGroups * kPgRaw;
+    if (next < items.count) copy_unit(p, items, next, raw, tt, cv);
+    cp_async_commit();
     // The token's 16 threads are 16 consecutive lanes: the fixed-order butterfly.
     const float sq = chunk_squares_butterfly(vector_squares(x));
-    if (cv == 0) ring.squares(s)[tt] = sq;
-    fence_proxy_async_shared();  // these writes before the bulk copies that refill the stage
-    mbar_arrive(ring.posted(s));
+    // The group's A buffer: free once the mma warps are done with the group's previous item.
+    if (k > 0) mbar_wait(sm.empty(group), static_cast<uint32_t>((k - 1) & 1));
+    unsigned char* a = sm.a_buffer(group);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) *reinterpret_cast<uint4*>(a + (j * kPgTile + tt) * kRowPitch + cv * 16) = x[j];
+    if (cv == 0) sm.squares(group)[tt] = sq;
+    mbar_arrive(sm.posted(group));
   }
 }
 
 // An mma thread (mt = 0..127; warp mw = stream mw): the dots of every item, then the item's
-// partials and the release of its stage.
-__device__ __forceinline__ void mma_items(const N4Params& p, const ChunkTileItems& items, const Ring& ring, int mt) {
+// partials and the release of its A buffer.
+__device__ __forceinline__ void mma_items(const N4Params& p, const ChunkTileItems& items, const Smem& sm, int mt) {
   const int lane = mt & 31, mw = mt >> 5;
   const int g = lane >> 2, q = lane & 3;
-  const uint2* frag = reinterpret_cast<const uint2*>(ring.smem + kPgFragOff) + mw * kMmaSteps * kNTiles * 32;
-  float* red_base = reinterpret_cast<float*>(ring.smem + kPgRedOff);
-  if (mw == 0) {
-    for (int i = 0; i < kPgStages && i < items.count; ++i) produce(p, items, ring, i, lane);
-  }
+  const uint2* frag = reinterpret_cast<const uint2*>(sm.smem + kPgFragOff) + mw * kMmaSteps * kNTiles * 32;
+  float* red_base = reinterpret_cast<float*>(sm.smem + kPgRedOff);
   int loaded = items.chunk(0);  // its fragments were requested before pdl_wait
   cp_async_wait<0>();
   named_sync(kPgMmaBar, kPgMmaThreads);
   for (int i = 0; i < items.count; ++i) {
-    const int s = i % kPgStages;
+    const int a = i % kPgGroups;
     const int chunk = items.chunk(i);
     if (chunk != loaded) {
       // Every mma warp read the old fragments before the previous item's barrier below.
-      gemm_step::load_fragments<kPgMmaThreads>(p, ring.smem + kPgFragOff, chunk, mt);
+      gemm_step::load_fragments<kPgMmaThreads>(p, sm.smem + kPgFragOff, chunk, mt);
       cp_async_commit();
       cp_async_wait<0>();
       named_sync(kPgMmaBar, kPgMmaThreads);
       loaded = chunk;
     }
-    mbar_wait(ring.posted(s), static_cast<uint32_t>((i / kPgStages) & 1));
+    mbar_wait(sm.posted(a), static_cast<uint32_t>((i / kPgGroups) & 1));
     // A: row lane % 16 of stream mw, k-vector 2 ks + lane / 16 (ldmatrix x4: a0..a3 of m16k16).
-    const uint32_t a_row = ring.base + kPgStageOff + s * kPgStageBytes + (mw * kPgTile + (lane & 15)) * kRowPitch + (lane >> 4) * 16;
+    const uint32_t a_row = sm.a_addr(a) + (mw * kPgTile + (lane & 15)) * kRowPitch + (lane >> 4) * 16;
     float acc[kNTiles][4];
 #pragma unroll
     for (int nt = 0; nt < kNTiles; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
@@ -207,7 +225,7 @@ __device__ __forceinline__ void mma_items(const N4Params& p, const ChunkTileItem
     const int64_t t0 = items.tile(i) * kPgTile;
     const int run = tile_rows(p, t0) * kPartial;
     float* dst = partial_at(p, t0, chunk);
-    const float* sq = ring.squares(s);
+    const float* sq = sm.squares(a);
     for (int idx = mt; idx < run; idx += kPgMmaThreads) {
       const int token = idx / kPartial, row = idx - token * kPartial;
       float v;
@@ -220,11 +238,7 @@ __device__ __forceinline__ void mma_items(const N4Params& p, const ChunkTileItem
       }
       dst[idx] = v;
     }
-    mbar_arrive(ring.empty(s));
-    if (mw == 0 && i + kPgStages < items.count) {
-      mbar_wait(ring.empty(s), static_cast<uint32_t>((i / kPgStages) & 1));  // the other warps' reads
-      produce(p, items, ring, i + kPgStages, lane);
-    }
+    mbar_arrive(sm.empty(a));
   }
 }
 
@@ -233,28 +247,27 @@ __global__ void __launch_bounds__(kPgThreads, 1) post_gemm_kernel(const N4Params
   pdl_launch_dependents();
   const ChunkTileItems items(p.T, p.chunks, kPgTile);
   if (items.count <= 0) return;  // block-uniform
-  const Ring ring{smem, static_cast<uint32_t>(__cvta_generic_to_shared(smem))};
+  const Smem sm{smem, static_cast<uint32_t>(__cvta_generic_to_shared(smem))};
   const int tid = static_cast<int>(threadIdx.x);
   if (tid == 0) {
-    for (int s = 0; s < kPgStages; ++s) {
-      mbar_init(ring.full(s), 1);
-      mbar_init(ring.posted(s), kPgGroupThreads);
-      mbar_init(ring.empty(s), kPgMmaThreads);
+    for (int a = 0; a < kPgGroups; ++a) {
+      mbar_init(sm.posted(a), kPgGroupThreads);
+      mbar_init(sm.empty(a), kPgMmaThreads);
     }
     mbar_init_fence();
   }
-  const bool mma = tid >= kPgPostThreads;  // warp-uniform
-  if (mma) {
+  const bool post = tid < kPgPostThreads;  // warp-uniform
+  if (!post) {
     // The first chunk's fragments are weights: their copies overlap the end of the kernel before.
     gemm_step::load_fragments<kPgMmaThreads>(p, smem + kPgFragOff, items.chunk(0), tid - kPgPostThreads);
     cp_async_commit();
   }
   __syncthreads();  // the barriers are initialised
   pdl_wait();       // the residual, the layer output and the mixes may come from the kernel before
-  if (tid < kPgPostThreads) {
-    post_items(p, items, ring, tid / kPgGroupThreads, tid % kPgGroupThreads);
+  if (post) {
+    post_items(p, items, sm, tid / kPgGroupThreads, tid % kPgGroupThreads);
   } else {
-    mma_items(p, items, ring, tid - kPgPostThreads);
+    mma_items(p, items, sm, tid - kPgPostThreads);
   }
 }
 
