@@ -150,20 +150,6 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
       : "memory");
 #endif
 }
-// One arrival on the barrier's current phase (release: this thread's earlier writes are visible
-// to a thread whose mbar_wait returns for that phase).
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-#endif
-}
-// Orders this thread's earlier shared-memory accesses before later bulk copies (the async proxy)
-// into the same bytes, e.g. a ring stage written in place and then refilled.
-__device__ __forceinline__ void fence_proxy_async_shared() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
 // `bytes` (a multiple of 16, both addresses 16-byte aligned) from global memory into shared
 // memory at dst by the bulk-copy engine, completing `bar`'s transaction count (sm_90+).
 __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {

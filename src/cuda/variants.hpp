@@ -66,7 +66,7 @@ struct N4Kernels {
   bool gemm = false;       // gemm_kernel (200 KB)
   bool gemm_wg = false;    // gemm_wg_kernel (sm_90a wgmma)
   bool post_bulk = false;  // post_bulk_kernel (sm_90+ bulk copies)
-  bool post_gemm = false;  // post_gemm_kernel (sm_90+ bulk copies, 210.6 KB)
+  bool post_gemm = false;  // post_gemm_kernel (221.6 KB of shared memory)
 };
 /// Sets the kernels' attributes (dynamic shared memory) on the current device; called by
 /// Workspace::create, so that no call sets state lazily.

@@ -150,7 +150,7 @@ N4Kernels n4_configure_device() {
   int major = 0;
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   k.post_bulk = major >= 9 && configure_post_bulk_kernel(device);  // bulk copies: sm_90+
-  k.post_gemm = major >= 9 && configure_post_gemm_kernel(device);
+  k.post_gemm = configure_post_gemm_kernel(device);  // 221.6 KB of shared memory
   k.mix = configure_mix_kernel(device) && configure_decode_chunk_kernel(device);
   return k;
 }
