@@ -70,14 +70,30 @@ struct GroupSmem {
   __device__ float* squares(int k) const { return red() + kRedFloats + (k & 1) * kPgTile; }
 };
 
-// Thread (tt, cv)'s copies of item i into `raw` (one cp.async group, committed by the caller):
+/// An item (chunk, tile) of the block, stepped forward without a division (a group's items are
+/// every kPgGroups-th: three of these walk a group's current item and its two prefetches).
+struct ItemWalk {
+  int chunk, tile;
+  __device__ ItemWalk(const ChunkTileItems& items, int i) {
+    chunk = items.chunk(i);
+    tile = static_cast<int>(items.tile(i));
+  }
+  __device__ void next(const ChunkTileItems& items) {
+    tile += kPgGroups;
+    while (tile >= items.tiles) {
+      tile -= items.tiles;
+      ++chunk;
+    }
+  }
+};
+
+// Thread (tt, cv)'s copies of item w into `raw` (one cp.async group, committed by the caller):
 // its vector of the 4 streams and, for cv < 5, a 16-byte piece of the token's mixes (cv 0
 // post_mix, cv 1..4 comb_mix). Nothing for a token past p.T.
-__device__ __forceinline__ void copy_unit(const N4Params& p, const ChunkTileItems& items, int i, unsigned char* raw,
-                                          int tt, int cv) {
-  const int64_t t = items.tile(i) * kPgTile + tt;
+__device__ __forceinline__ void copy_unit(const N4Params& p, const ItemWalk& w, unsigned char* raw, int tt, int cv) {
+  const int64_t t = static_cast<int64_t>(w.tile) * kPgTile + tt;
   if (t >= p.T) return;
-  const bf16_t* res = p.residual + t * p.residual_stride + static_cast<int64_t>(items.chunk(i)) * kChunkCols + cv * 8;
+  const bf16_t* res = p.residual + t * p.residual_stride + static_cast<int64_t>(w.chunk) * kChunkCols + cv * 8;
 #pragma unroll
   for (int j = 0; j < kN; ++j) cp_async16_keep(raw + (j * kPgTile + tt) * kRowBytes + cv * 16, res + j * p.res_stream_stride);
   if (cv == 0) {
@@ -88,13 +104,12 @@ __device__ __forceinline__ void copy_unit(const N4Params& p, const ChunkTileItem
   }
 }
 
-// Thread (tt, cv)'s vector of item i's layer output (another kernel wrote it: through L2),
-// zeros past p.T or past the block's items.
-__device__ __forceinline__ uint4 load_lo(const N4Params& p, const ChunkTileItems& items, int i, int tt, int cv) {
-  if (i >= items.count) return make_uint4(0, 0, 0, 0);
-  const int64_t t = items.tile(i) * kPgTile + tt;
+// Thread (tt, cv)'s vector of item w's layer output (another kernel wrote it: through L2),
+// zeros past p.T.
+__device__ __forceinline__ uint4 load_lo(const N4Params& p, const ItemWalk& w, int tt, int cv) {
+  const int64_t t = static_cast<int64_t>(w.tile) * kPgTile + tt;
   if (t >= p.T) return make_uint4(0, 0, 0, 0);
-  return ldcg16(p.layer_output + t * p.layer_output_stride + static_cast<int64_t>(items.chunk(i)) * kChunkCols + cv * 8);
+  return ldcg16(p.layer_output + t * p.layer_output_stride + static_cast<int64_t>(w.chunk) * kChunkCols + cv * 8);
 }
 
 // Warp w (< 4) of a group: the 24 dots of the tile in `a` over stream w's 128 columns, v = hi +
@@ -148,14 +163,19 @@ __global__ void __launch_bounds__(kPgThreads, 1) post_gemm_kernel(const N4Params
 #pragma unroll
   for (int k = 0; k < kPgRaw; ++k) {
     const int i = group + kPgGroups * k;
-    if (i < items.count) copy_unit(p, items, i, gs.raw(k), tt, cv);
+    if (i < items.count) copy_unit(p, ItemWalk(items, i), gs.raw(k), tt, cv);
     cp_async_commit();
   }
-  uint4 lo_next = load_lo(p, items, group, tt, cv);
+  uint4 lo_next = load_lo(p, ItemWalk(items, group), tt, cv);
   cp_async_wait<kPgRaw>();  // the fragments (the ring's copies may still be in flight)
   __syncthreads();
   const int first_chunk = items.chunk(0), last_chunk = items.chunk(items.count - 1);
   int i = group, k = 0;  // the group's next item and its count
+  // The group's item i, the item whose layer output is loaded next (i + kPgGroups) and the one
+  // copied next (i + kPgGroups kPgRaw); the walks start inside the block's range.
+  ItemWalk cur(items, i < items.count ? i : 0);
+  ItemWalk lo_walk(items, i + kPgGroups < items.count ? i + kPgGroups : 0);
+  ItemWalk copy_walk(items, i + kPgGroups * kPgRaw < items.count ? i + kPgGroups * kPgRaw : 0);
   for (int chunk = first_chunk; chunk <= last_chunk; ++chunk) {
     if (chunk != first_chunk) {
       // Both groups are past the old chunk's items (every thread passes each chunk, with items
@@ -166,12 +186,13 @@ __global__ void __launch_bounds__(kPgThreads, 1) post_gemm_kernel(const N4Params
       cp_async_wait<0>();
       __syncthreads();
     }
-    for (; i < items.count && items.chunk(i) == chunk; i += kPgGroups, ++k) {
-      const int64_t t = items.tile(i) * kPgTile + tt;
+    for (; i < items.count && cur.chunk == chunk; i += kPgGroups, ++k, cur.next(items)) {
+      const int64_t t0 = static_cast<int64_t>(cur.tile) * kPgTile, t = t0 + tt;
       const bool valid = t < p.T;
       unsigned char* raw = gs.raw(k % kPgRaw);
       const uint4 lo = lo_next;
-      lo_next = load_lo(p, items, i + kPgGroups, tt, cv);
+      lo_next = i + kPgGroups < items.count ? load_lo(p, lo_walk, tt, cv) : make_uint4(0, 0, 0, 0);
+      lo_walk.next(items);
       cp_async_wait<kPgRaw - 1>();  // this thread's copies of item i have landed
       __syncwarp();                 // and its token's mixes, copied by lanes cv < 5
       uint4 x[kN];
@@ -191,7 +212,8 @@ __global__ void __launch_bounds__(kPgThreads, 1) post_gemm_kernel(const N4Params
       }
       __syncwarp();  // every lane of the warp has read the stage's mixes: refill it
       const int next = i + kPgGroups * kPgRaw;
-      if (next < items.count) copy_unit(p, items, next, raw, tt, cv);
+      if (next < items.count) copy_unit(p, copy_walk, raw, tt, cv);
+      copy_walk.next(items);
       cp_async_commit();
       // The token's 16 threads are 16 consecutive lanes: the fixed-order butterfly.
       const float sq = chunk_squares_butterfly(vector_squares(x));
@@ -203,7 +225,6 @@ __global__ void __launch_bounds__(kPgThreads, 1) post_gemm_kernel(const N4Params
       if (w < kN) stream_dots16(frag, a_addr, gs.red(), w, lane);
       // red is complete; the A buffer is free for the group's next item.
       named_sync(1 + group, kPgGroupThreads);
-      const int64_t t0 = items.tile(i) * kPgTile;
       const int rows = static_cast<int>(p.T - t0 < kPgTile ? p.T - t0 : kPgTile);
       float* dst = partial_at(p, t0, chunk);
       const float* red = gs.red();
