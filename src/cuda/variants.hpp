@@ -45,9 +45,6 @@ void n4_staged_b_run(const detail::Problem& p);
 bool n4_staged_prefer(const detail::Problem& p);
 
 bool n4_staged_prefer_post_pre(const detail::Problem& p);
-/// post_pre's staged plan with the post and GEMM stages in one kernel (post_gemm_kernel, sm_90+).
-bool n4_fused_supports(const detail::Problem& p);
-void n4_fused_run(const detail::Problem& p);
 // src/cuda/n4/staged.cu: post alone with one form of post_kernel each (n4_supports).
 void n4_post_flat_run(const detail::Problem& p);
 void n4_post_rows_run(const detail::Problem& p);
@@ -59,18 +56,11 @@ std::vector<uint32_t> n4_fragments(const PreparedWeights::Impl& w);
 /// fn_b [rows][H] in the same layout as n = 4 weights over H / 4 columns a stream (the embedding
 /// as 4 quarter-rows: pre_broadcast's staged_b plan); empty outside the n4 envelope and for a head.
 std::vector<uint32_t> n4_broadcast_fragments(const PreparedWeights::Impl& w);
-/// The n = 4 kernels a device runs (the Workspace::Impl flags of the same names).
-struct N4Kernels {
-  bool mix = false;        // mix_kernel's 225 KB of shared memory: without it the n4 variant
-                           // declines the ops with a mixes stage and the generic one runs
-  bool gemm = false;       // gemm_kernel (200 KB)
-  bool gemm_wg = false;    // gemm_wg_kernel (sm_90a wgmma)
-  bool post_bulk = false;  // post_bulk_kernel (sm_90+ bulk copies)
-  bool post_gemm = false;  // post_gemm_kernel (221.6 KB of shared memory)
-};
 /// Sets the kernels' attributes (dynamic shared memory) on the current device; called by
-/// Workspace::create, so that no call sets state lazily.
-N4Kernels n4_configure_device();
+/// Workspace::create, so that no call sets state lazily. Returns false where the device has too
+/// little shared memory per block for mix_kernel (225 KB): the n4 variant then declines the
+/// ops with a mixes stage and the generic one runs.
+bool n4_configure_device(bool* gemm, bool* gemm_wg, bool* post_bulk);
 /// Bytes of workspace scratch the n4 path wants for `max_tokens` (partials of one slice) and
 /// decode_kernel for `decode_tokens`.
 size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens);

@@ -41,11 +41,6 @@ void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant = k
 /// (sm_90+, where configure_post_bulk_kernel gave it its 120 KB of shared memory); the same bits.
 void launch_post_bulk_kernel(const N4Params& p, const LaunchCtx& ctx);
 bool configure_post_bulk_kernel(int device);
-/// post_gemm_kernel (post_gemm_kernel.cu): the post stage and the GEMM stage in one kernel
-/// (p.has_post): residual_out and the partials of p.T tokens, the bits of post_kernel and
-/// gemm_kernel; where configure_post_gemm_kernel gave it its 221.6 KB of shared memory.
-void launch_post_gemm_kernel(const N4Params& p, const LaunchCtx& ctx);
-bool configure_post_gemm_kernel(int device);
 /// finalize_kernel (finalize_kernel.cu): the canonical sums of the partials of p.T tokens and
 /// the mixes epilogue; writes the requested mixes and, where `pre` is not null, the fresh pre
 /// [p.T][4] (slice-relative) for collapse_stream_kernel.

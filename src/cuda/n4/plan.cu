@@ -141,18 +141,15 @@ void n4_decode_chunk_run(const detail::Problem& p) {
                              launch_ctx(p));
 }
 
-N4Kernels n4_configure_device() {
+bool n4_configure_device(bool* gemm, bool* gemm_wg, bool* post_bulk) {
   int device = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&device));
-  N4Kernels k;
-  k.gemm = configure_gemm_kernel(device);
-  k.gemm_wg = configure_gemm_wg_kernel(device);
+  *gemm = configure_gemm_kernel(device);
+  *gemm_wg = configure_gemm_wg_kernel(device);
   int major = 0;
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  k.post_bulk = major >= 9 && configure_post_bulk_kernel(device);  // bulk copies: sm_90+
-  k.post_gemm = configure_post_gemm_kernel(device);  // 221.6 KB of shared memory
-  k.mix = configure_mix_kernel(device) && configure_decode_chunk_kernel(device);
-  return k;
+  *post_bulk = major >= 9 && configure_post_bulk_kernel(device);  // bulk copies: sm_90+
+  return configure_mix_kernel(device) && configure_decode_chunk_kernel(device);
 }
 
 // post_bulk_kernel wherever the workspace has it: on the H200 (session 17, calls 3-4) it was as

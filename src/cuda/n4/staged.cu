@@ -42,10 +42,8 @@ constexpr int64_t kStagedPreferPostPre = 4096;
 
 // Which kernel runs the GEMM stage (the same contract and bits): gemm_wg_kernel (wgmma, the
 // staged_wg rows), gemm_kernel (mma.sync, where Workspace::create could give it 200 KB of shared
-// memory), mix_kernel without its post stage, or, where the plan has a post stage,
-// post_gemm_kernel for the post and the GEMM stages at once (the fused rows; gemm_kernel where
-// there is no post stage).
-enum class Gemm { kWgmma, kMma, kMix, kPostGemm };
+// memory), else mix_kernel without its post stage.
+enum class Gemm { kWgmma, kMma, kMix };
 
 // The GEMM stage of a slice: the partial dots and sums of squares of the streams the collapse
 // reads (p.x: the new residual for post_pre, else the input streams), nothing else written.
@@ -58,10 +56,10 @@ void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, Gemm gemm) {
   g.residual_out = nullptr;
   if (gemm == Gemm::kWgmma) {
     launch_gemm_wg_kernel(g, ctx);
-  } else if (gemm == Gemm::kMix) {
-    launch_mix_kernel(g, ctx);
-  } else {
+  } else if (gemm == Gemm::kMma) {
     launch_gemm_kernel(g, ctx);
+  } else {
+    launch_mix_kernel(g, ctx);
   }
 }
 
@@ -111,20 +109,6 @@ void n4_staged_run(const detail::Problem& p) {
 void n4_staged_wg_run(const detail::Problem& p) {
   MHC_CHECK(n4_staged_wg_supports(p), detail::op_name(p.op), ": cuda_n4_staged_wg does not support this call");
   staged_run(p, Gemm::kWgmma);
-}
-
-bool n4_fused_supports(const detail::Problem& p) {
-  // post_gemm_kernel copies the mixes rows too: 16-byte aligned rows.
-  const auto rows16f = [](const float* ptr, int64_t stride) {
-    return ptr != nullptr && (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0 && stride % 4 == 0;
-  };
-  return p.op == detail::Op::kPostPre && n4_staged_supports(p) && p.workspace != nullptr && p.workspace->n4_post_gemm &&
-         rows16f(p.post_mix, p.post_mix_stride) && rows16f(p.comb_mix, p.comb_mix_stride);
-}
-
-void n4_fused_run(const detail::Problem& p) {
-  MHC_CHECK(n4_fused_supports(p), detail::op_name(p.op), ": cuda_n4_fused does not support this call");
-  staged_run(p, Gemm::kPostGemm);
 }
 
 namespace {
@@ -192,12 +176,8 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
   for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
     const N4Params s = slice_params(k, t0, count), sm = slice_params(m, t0, count);
-    if (gemm == Gemm::kPostGemm && s.has_post) {
-      if (stage_runs('p')) launch_post_gemm_kernel(s, stage_ctx(ctx, 'p'));
-    } else {
-      if (s.has_post && stage_runs('p')) launch_post_kernel(s, stage_ctx(ctx, 'p'), post_variant(p));
-      if (stage_runs('g')) launch_gemm_stage(sm, stage_ctx(ctx, 'g'), gemm);
-    }
+    if (s.has_post && stage_runs('p')) launch_post_kernel(s, stage_ctx(ctx, 'p'), post_variant(p));
+    if (stage_runs('g')) launch_gemm_stage(sm, stage_ctx(ctx, 'g'), gemm);
     if (stage_runs('f')) launch_finalize_kernel(sm, pre, stage_ctx(ctx, 'f'));
     if (!s.has_collapse || !stage_runs('c')) continue;
     launch_collapse_stream_kernel(pre_buffer ? with_fresh_pre(s, pre, kN) : s, stage_ctx(ctx, 'c'));
