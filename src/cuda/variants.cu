@@ -43,9 +43,8 @@ std::vector<Variant> cuda_variants() {
       {"mixes.cuda_n4_staged_wg", Op::kMixes, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel", "n4", n4_staged_prefer},
       {"mixes.cuda_n4", Op::kMixes, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (epilogue only)", "n4"},
       generic("mixes.cuda_generic", Op::kMixes),
-      // collapse: collapse_stream_kernel first, faster in 16 of 18 rows on the H200 (T = 1 .. 16384,
-      // H = 4096 / 5120 / 7168; 165.6 against 188.2 us at T = 16384, H = 4096; within 3% slower
-      // at T = 1024, H = 5120): session 18 call 1, docs/performance-history.md
+      // collapse: collapse_stream_kernel first, the faster of the two (the same bits) in 16 of 18
+      // rows measured on the H200 (docs/performance.md, the collapse row)
       {"collapse.cuda_n4_staged", Op::kCollapse, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "collapse_stream_kernel", "n4"},
       {"collapse.cuda_n4", Op::kCollapse, DeviceType::kCUDA, kN4, n4_supports, n4_run, "collapse_kernel", "n4"},
       generic("collapse.cuda_generic", Op::kCollapse),
@@ -71,7 +70,7 @@ std::vector<Variant> cuda_variants() {
       {"post.cuda_n4_flat", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_flat_run, "post_kernel (flat: a thread per token x 8 columns)", "n4"},
       {"post.cuda_n4_rows", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_rows_run, "post_kernel (rows: a block per token row)", "n4"},
       {"post.cuda_n4_pipelined", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_pipelined_run, "post_kernel (rows, next loads in flight)", "n4"},
-      {"post.cuda_n4_bulk", Op::kPost, DeviceType::kCUDA, "CUDA compute capability 9.0+, n = 4, H % 512 == 0, H <= 16384, 16-byte aligned bf16 rows", n4_post_bulk_supports, n4_post_bulk_run, "post_bulk_kernel (a ring of bulk copies feeds 8 groups of 64 consumer threads)", "n4"},
+      {"post.cuda_n4_bulk", Op::kPost, DeviceType::kCUDA, "CUDA compute capability 9.0+, n = 4, H % 512 == 0, H <= 16384, 16-byte aligned bf16 rows", n4_post_bulk_supports, n4_post_bulk_run, "post_bulk_kernel (512 threads a multiprocessor in groups of 128, or of 64 where H % 1024 != 0, each fed by its own ring of bulk copies)", "n4"},
       generic("post.cuda_generic", Op::kPost),
       // post_pre
       decode_chunk("post_pre.cuda_n4_decode_chunk", Op::kPostPre),

@@ -41,9 +41,9 @@ void n4_staged_wg_run(const detail::Problem& p);
 // gemm_kernel -> finalize_kernel), then collapse_stream_kernel.
 bool n4_staged_b_supports(const detail::Problem& p);
 void n4_staged_b_run(const detail::Problem& p);
-/// Where the dispatcher prefers the staged plan (T >= kStagedPreferTokens).
+/// Where the dispatcher prefers the staged plan (T >= kStagedPreferTokens), and for post_pre
+/// (T >= kStagedPreferPostPre).
 bool n4_staged_prefer(const detail::Problem& p);
-
 bool n4_staged_prefer_post_pre(const detail::Problem& p);
 // src/cuda/n4/staged.cu: post alone with one form of post_kernel each (n4_supports).
 void n4_post_flat_run(const detail::Problem& p);
