@@ -11,6 +11,7 @@
 //   Modes/GpuGraph.CaptureOnFreshStreamReplaysBitEqualToEager/<mode>
 //   Modes/GpuDeterminism.SameCallBitIdentical/<mode>      three calls, bit-identical
 //   Modes/GpuBatch.TokenAloneAndInSliceEqualBatch/<mode>  T=600 batch (3 slices) == T=1 alone == T=19 slice at 37
+//   Modes/GpuBatch.LargeBatchEqualsTokensAlone/<mode>    T=4100 batch (group runs) == T=1 alone == T=19 slice
 //   Modes/GpuFamily.VariantsOfOneFamilyAreBitEqual/<mode> every variant of a family (VariantInfo::family) gives
 //                                                         the bits of the family's first, T across the thresholds
 //   Ops/GpuHuge.Indexing64Bit/{pre,post,post_pre}         T = 2^20, H = 7168; only with MHC_TEST_HUGE=1
@@ -1315,6 +1316,49 @@ TEST_P(GpuBatch, TokenAloneAndInSliceEqualBatch) {
   }
 }
 
+// A batch large enough for the staged plan's GEMM stage to store group runs (gemm_group_kernel,
+// from 4096 tokens a slice) against tokens alone and a short slice (decode kernels), with the
+// default workspace and dispatch: H = 4608 has 36 chunks (groups of 5 and 4 chunks), H = 1536 12.
+TEST_P(GpuBatch, LargeBatchEqualsTokensAlone) {
+  MHC_REQUIRE_GPU();
+  const int mi = GetParam();
+  const Mode& m = modes()[static_cast<size_t>(mi)];
+  constexpr int64_t kT = 4100, kSliceStart = 1000, kSliceLen = 19;
+  const std::vector<int64_t> alone = {0, 31, 32, 2047, 4099};
+  for (const int64_t H : {int64_t{4096}, int64_t{4608}, int64_t{1536}}) {
+    SCOPED_TRACE(m.name + " " + shape_label(4, H, kT));
+    const uint64_t seed = case_seed("batch-large", mi, 4, H, kT);
+    Case batch = make_case(m, 4, H, kT, seed);
+    Case one = make_case(m, 4, H, 1, seed);
+    Case slice = make_case(m, 4, H, kSliceLen, seed);
+    const Weights w = make_weights(m, 4, H, seed, false);
+    mhc::Workspace ws = mhc::Workspace::create(gpu(), kT);
+    batch.poison_outputs();
+    if (!run_gpu(m, batch.cfg, w, whole(batch, true), ws, "")) continue;
+    batch.download_outputs();
+    auto expect_rows = [&](Case& part, int64_t row0, const std::string& what) {
+      part.download_outputs();
+      for (const std::string& o : part.outputs()) {
+        Tensor& b = batch[o];
+        Tensor& p = part[o];
+        const size_t off = static_cast<size_t>(row0 * b.stride()) * b.esize();
+        Tally t = compare_rows(b.dtype, Check::kExact, static_cast<const char*>(b.got()) + off, b.stride(), p.got(),
+                               p.stride(), p.rows(), p.row_len(), what, row0);
+        t.merge(check_padding(p, what));
+        expect_tally(t, Check::kExact, o + " " + what + " vs the T=" + std::to_string(kT) + " batch");
+      }
+    };
+    for (int64_t k : alone) {
+      one.poison_outputs();
+      ASSERT_TRUE(run_gpu(m, one.cfg, w, rows_of(batch, k, 1, one), ws, ""));
+      expect_rows(one, k, "token " + std::to_string(k) + " alone (T=1)");
+    }
+    slice.poison_outputs();
+    ASSERT_TRUE(run_gpu(m, slice.cfg, w, rows_of(batch, kSliceStart, kSliceLen, slice), ws, ""));
+    expect_rows(slice, kSliceStart, "slice [1000, 1019)");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, GpuBatch, testing::ValuesIn(all_modes()), mode_name);
 
 // --- bit-equality within a family ---------------------------------------------------------------
@@ -1327,7 +1371,7 @@ class GpuFamily : public testing::TestWithParam<int> {};
 // padding included) bit for bit equal to the first variant of its family that accepts it. T
 // crosses the thresholds: decode limit (128), its token groups per block (G > 1 from T = 33 at
 // H = 7168), the post_pre preference at H > 5120 and T > 96, the 32-token tile, the slices of the n4 plans
-// (1920, 2048), and odd sizes. Reports how many comparisons it made; post_pre and pre must make
+// (1920, 2048), the GEMM stage's group runs (4096), and odd sizes. Reports how many comparisons it made; post_pre and pre must make
 // some (their n4 family has several plans).
 TEST_P(GpuFamily, VariantsOfOneFamilyAreBitEqual) {
   MHC_REQUIRE_GPU();
@@ -1340,8 +1384,14 @@ TEST_P(GpuFamily, VariantsOfOneFamilyAreBitEqual) {
     int64_t H;
     std::vector<int64_t> Ts;
   };
-  const std::vector<Sweep> sweeps = {{4096, {1, 2, 7, 16, 17, 33, 64, 65, 129, 600, 1920, 1921, 4097}},
-                                     {7168, {1, 17, 65, 97, 128, 1921}}};
+  // 4095 / 4097: either side of gemm_group_kernel's slice threshold (4096); H = 4608 and 1536
+  // have chunk counts that are not multiples of 8 (groups of unequal length), H = 512 has 4
+  // chunks (4 groups).
+  const std::vector<Sweep> sweeps = {{4096, {1, 2, 7, 16, 17, 33, 64, 65, 129, 600, 1920, 1921, 4095, 4097}},
+                                     {7168, {1, 17, 65, 97, 128, 1921, 4097}},
+                                     {4608, {4097}},
+                                     {1536, {4097}},
+                                     {512, {4097}}};
   int64_t comparisons = 0;
   std::map<std::string, int64_t> per_family;  // family -> comparisons
   for (const Sweep& sw : sweeps) {

@@ -87,6 +87,7 @@ struct Workspace::Impl {
   int32_t cc_major = 0;          // compute capability (major) of the device
   bool n4_mix = false;           // the device has the shared memory of the n = 4 mix kernel
   bool n4_gemm = false;          // ... and of gemm_kernel (the staged plan's GEMM stage)
+  bool n4_gemm_group = false;    // ... and of gemm_group_kernel (the GEMM stage at large T)
   bool n4_gemm_wg = false;       // ... and runs gemm_wg_kernel (sm_90a wgmma: the staged_wg rows)
   bool n4_post_bulk = false;     // ... and post_bulk_kernel (sm_90+ bulk copies: post.cuda_n4_bulk)
   int64_t n4_slice_tokens = 0;   // WorkspaceOptions::n4_slice_tokens; 0: the default

@@ -60,7 +60,7 @@ std::vector<uint32_t> n4_broadcast_fragments(const PreparedWeights::Impl& w);
 /// Workspace::create, so that no call sets state lazily. Returns false where the device has too
 /// little shared memory per block for mix_kernel (225 KB): the n4 variant then declines the
 /// ops with a mixes stage and the generic one runs.
-bool n4_configure_device(bool* gemm, bool* gemm_wg, bool* post_bulk);
+bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* post_bulk);
 /// Bytes of workspace scratch the n4 path wants for `max_tokens` (partials of one slice) and
 /// decode_kernel for `decode_tokens`.
 size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens);

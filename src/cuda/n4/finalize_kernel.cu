@@ -1,6 +1,7 @@
 // src/cuda/n4/finalize_kernel.cu - the mixes epilogue of the staged n = 4 plan
-// (src/cuda/n4/staged.cu): from the partials [chunk][token][25] of p.T tokens (partial_at),
-// each token's 24 dot products and sum of squares in the canonical order
+// (src/cuda/n4/staged.cu): from the partials [chunk][token][25] of p.T tokens (partial_at), or
+// from gemm_group_kernel's group runs [group][tiles x 32][25] (each group's chunks already
+// summed in order), each token's 24 dot products and sum of squares in the canonical order
 // (src/cuda/n4/config.cuh), then mixes_epilogue<4> (src/cuda/epilogue.cuh: sigmoids, Sinkhorn),
 // writing the requested mixes and, for a collapse that follows, the fresh pre into a [T][4]
 // buffer of the workspace.
@@ -10,12 +11,13 @@
 // consecutive floats; thread tid sums the elements e = tid, tid + 256, .. of that run (element
 // e is row e % 25 of token e / 25) over every chunk, kept as 8 group sums, so each load
 // instruction of the block reads consecutive floats and a thread has a group's worth of chunks
-// (8 loads an element) in flight. Then thread t (warp 0) runs the epilogue of token t: the
+// (8 loads an element) in flight; from group runs, one load a group. Then thread t (warp 0) runs the epilogue of token t: the
 // serial chains of 32 tokens share one warp, and several blocks per multiprocessor overlap
 // theirs.
 // Accumulation: the sums of collapse_kernel, bit for bit: group g is the 16 terms chunk g,
 // g + 8, ... in order with 0.0f for chunks >= p.chunks, then the 8 groups in order from group 0
-// (see finish_group for the zero terms). The epilogue is the shared code path, so the mixes are
+// (see finish_group for the zero terms; a group run is the sum of the group's real terms in
+// that order, so both layouts give the same bits). The epilogue is the shared code path, so the mixes are
 // the bits of the cuda_n4 rows.
 // Envelope: n = 4, H % 512 == 0, H <= 16384 (the n4 envelope); p.partials of p.T tokens.
 #include <cstdlib>
@@ -39,6 +41,7 @@ struct FinalizeParams {
   N4Params p;
   float* pre;         // [p.T][4] fresh pre for the collapse, or null
   int32_t per_block;  // tokens per block, 1 .. kFinTokens
+  bool grouped;       // p.partials holds gemm_group_kernel's group runs, not chunk partials
 };
 
 // Group g's sum once its real terms (chunks g, g + 8, .. < chunks, n_real of them) are added in
@@ -73,9 +76,12 @@ __global__ void __launch_bounds__(kFinThreads, kMinBlocks) finalize_kernel(const
   const int count = static_cast<int>(p.T - t0 < f.per_block ? p.T - t0 : f.per_block);
   const int run = count * kPartial;                  // the block's floats of one chunk
   const float* base = partial_at(p, t0, 0);
-  const int64_t chunk_stride = p.T * kPartial;       // floats from one chunk's run to the next
-  // Chunks in rounds of 8 (one per group): round i holds chunks 8 i .. 8 i + 7, term i of each group.
-  const int rounds = (p.chunks + kPartialSplit - 1) / kPartialSplit;
+  // Chunk partials: chunks in rounds of 8 (one per group), round i holding chunks 8 i .. 8 i + 7,
+  // term i of each group. Group runs: one round, run k holding group k's real terms summed.
+  const int64_t run_tokens = f.grouped ? (p.T + kTile - 1) / kTile * kTile : p.T;
+  const int64_t chunk_stride = run_tokens * kPartial;  // floats from one run to the next
+  const int rounds = f.grouped ? 1 : (p.chunks + kPartialSplit - 1) / kPartialSplit;
+  const int runs = f.grouped && p.chunks > kPartialSplit ? kPartialSplit : p.chunks;
 #pragma unroll 1
   for (int e0 = 0; e0 < kElems; e0 += kBatch) {
     float g[kBatch][kPartialSplit];                  // group sums of this batch's elements
@@ -87,7 +93,7 @@ __global__ void __launch_bounds__(kFinThreads, kMinBlocks) finalize_kernel(const
 #pragma unroll
         for (int e = 0; e < kBatch; ++e) {
           const int idx = tid + (e0 + e) * kFinThreads;
-          v[e][k] = c < p.chunks && idx < run ? __ldcg(base + c * chunk_stride + idx) : 0.0f;
+          v[e][k] = c < runs && idx < run ? __ldcg(base + c * chunk_stride + idx) : 0.0f;
         }
       }
 #pragma unroll
@@ -119,7 +125,7 @@ __global__ void __launch_bounds__(kFinThreads, kMinBlocks) finalize_kernel(const
 
 }  // namespace
 
-void launch_finalize_kernel(const N4Params& p, float* pre, const LaunchCtx& ctx) {
+void launch_finalize_kernel(const N4Params& p, float* pre, bool grouped, const LaunchCtx& ctx) {
   if (p.T <= 0) return;
   // Tokens per block: enough blocks for every multiprocessor, at most kFinTokens per block.
   // The per-token arithmetic does not depend on this choice (batch invariance).
@@ -129,7 +135,7 @@ void launch_finalize_kernel(const N4Params& p, float* pre, const LaunchCtx& ctx)
   const int64_t blocks = (p.T + per_block - 1) / per_block;
   MHC_CHECK(blocks < (int64_t{1} << 31), "finalize_kernel: too many tokens in one slice");
   MHC_CHECK(pre == nullptr || (reinterpret_cast<uintptr_t>(pre) & 15u) == 0, "finalize_kernel: pre buffer alignment");
-  const FinalizeParams f{p, pre, static_cast<int32_t>(per_block)};
+  const FinalizeParams f{p, pre, static_cast<int32_t>(per_block), grouped};
 #ifdef MHC_GEMM_PROBE
   if (const char* probe = std::getenv("MHC_FINALIZE_PROBE"); probe != nullptr && *probe == '1') {
     launch_kernel(finalize_kernel<4, 2>, dim3(static_cast<unsigned>(blocks)), kFinThreads, 0, ctx, f);

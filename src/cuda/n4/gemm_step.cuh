@@ -159,16 +159,16 @@ __device__ __forceinline__ void stream_dots(const unsigned char* slot, const uin
 
 // The item's partials, staged in the slot of its last step: after the square sums' butterfly
 // (xor 8, 4, 2, 1 within the 16 lanes of a half-warp, as mix_kernel) and once every lane is done
-// reading the slot, each lane writes its dots and square sum at [token][25] floats there; then
-// the warp copies the valid tokens' 25 floats each to partial_at(first token, chunk), one run of
-// consecutive floats, 32 of them per store instruction (stored in place from the C fragments,
-// a store instruction would touch 8 tokens' rows 100 bytes apart). The caller's __syncwarp
-// before the slot's next copies orders them after these reads. kSquares false (diagnostics
-// parts without the square sums) leaves row 24 unwritten.
+// reading the slot, each lane writes its dots and square sum at [token][25] floats there
+// (stage_item); then the warp copies the valid tokens' 25 floats each to one run of consecutive
+// floats, 32 of them per store instruction (stored in place from the C fragments, a store
+// instruction would touch 8 tokens' rows 100 bytes apart): store_item to partial_at(first
+// token, chunk), gemm_group_kernel to its group run. The caller's __syncwarp before the slot's
+// next copies orders them after these reads. kSquares false (diagnostics parts without the
+// square sums) leaves row 24 unwritten.
 template <bool kSquares, bool kMmaSquares = false>
-__device__ __forceinline__ void store_item(const N4Params& p, int chunk, int64_t tile, int lane, unsigned char* slot,
-                                           const float (&part)[kMTiles][3][4], float (&sq)[kUnits],
-                                           const float (&sqmma)[kMTiles][2][4]) {
+__device__ __forceinline__ void stage_item(int lane, unsigned char* slot, const float (&part)[kMTiles][3][4],
+                                           float (&sq)[kUnits], const float (&sqmma)[kMTiles][2][4]) {
   if constexpr (kSquares) {
 #pragma unroll
     for (int off = 8; off > 0; off >>= 1) {
@@ -211,9 +211,22 @@ __device__ __forceinline__ void store_item(const N4Params& p, int chunk, int64_t
     }
   }
   __syncwarp();
-  const int64_t t0 = tile * kTile;
-  const int valid = static_cast<int>(p.T - t0 < kTile ? p.T - t0 : kTile);
-  float* dst = partial_at(p, t0, chunk);
+}
+
+/// Tokens of tile `tile` below p.T (1 .. kTile).
+__device__ __forceinline__ int tile_tokens(const N4Params& p, int64_t tile) {
+  const int64_t left = p.T - tile * kTile;
+  return static_cast<int>(left < kTile ? left : kTile);
+}
+
+template <bool kSquares, bool kMmaSquares = false>
+__device__ __forceinline__ void store_item(const N4Params& p, int chunk, int64_t tile, int lane, unsigned char* slot,
+                                           const float (&part)[kMTiles][3][4], float (&sq)[kUnits],
+                                           const float (&sqmma)[kMTiles][2][4]) {
+  stage_item<kSquares, kMmaSquares>(lane, slot, part, sq, sqmma);
+  const float* staged = reinterpret_cast<const float*>(slot);
+  const int valid = tile_tokens(p, tile);
+  float* dst = partial_at(p, tile * kTile, chunk);
 #pragma unroll 5
   for (int i = lane; i < valid * kPartial; i += 32) dst[i] = staged[i];
 }

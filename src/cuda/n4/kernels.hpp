@@ -22,6 +22,12 @@ bool configure_mix_kernel(int device);
 void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// Sets gemm_kernel's dynamic shared memory limit (200 KB) on `device`; false where it has less.
 bool configure_gemm_kernel(int device);
+/// gemm_group_kernel (gemm_group_kernel.cu): gemm_kernel's dots and square sums, stored as the
+/// chunk groups' running sums (finalize_kernel with `grouped`), where p.partials holds
+/// min(chunks, 8) x ceil(T / 32) x 32 x 25 floats (gemm_group_fits).
+void launch_gemm_group_kernel(const N4Params& p, const LaunchCtx& ctx);
+bool configure_gemm_group_kernel(int device);  // 225 KB of shared memory; false where less
+bool gemm_group_fits(int64_t T, int chunks, size_t partial_floats);
 /// gemm_wg_kernel (gemm_wg_kernel.cu): gemm_kernel's contract and bits on wgmma (sm_90a).
 void launch_gemm_wg_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// True where `device` is compute capability 9.0, this binary has gemm_wg_kernel's sm_90a code
@@ -41,10 +47,11 @@ void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant = k
 /// (sm_90+, where configure_post_bulk_kernel gave it its 120 KB of shared memory); the same bits.
 void launch_post_bulk_kernel(const N4Params& p, const LaunchCtx& ctx);
 bool configure_post_bulk_kernel(int device);
-/// finalize_kernel (finalize_kernel.cu): the canonical sums of the partials of p.T tokens and
-/// the mixes epilogue; writes the requested mixes and, where `pre` is not null, the fresh pre
-/// [p.T][4] (slice-relative) for collapse_stream_kernel.
-void launch_finalize_kernel(const N4Params& p, float* pre, const LaunchCtx& ctx);
+/// finalize_kernel (finalize_kernel.cu): the canonical sums of the partials of p.T tokens (chunk
+/// partials, or gemm_group_kernel's group runs where `grouped`) and the mixes epilogue; writes
+/// the requested mixes and, where `pre` is not null, the fresh pre [p.T][4] (slice-relative) for
+/// collapse_stream_kernel.
+void launch_finalize_kernel(const N4Params& p, float* pre, bool grouped, const LaunchCtx& ctx);
 /// collapse_stream_kernel (collapse_stream_kernel.cu): the collapse alone, with the carried
 /// (p.pre_mix_in), identity or mean-head pre and the optional RMSNorm fold.
 void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx);

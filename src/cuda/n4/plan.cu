@@ -141,10 +141,11 @@ void n4_decode_chunk_run(const detail::Problem& p) {
                              launch_ctx(p));
 }
 
-bool n4_configure_device(bool* gemm, bool* gemm_wg, bool* post_bulk) {
+bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* post_bulk) {
   int device = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&device));
   *gemm = configure_gemm_kernel(device);
+  *gemm_group = *gemm && configure_gemm_group_kernel(device);
   *gemm_wg = configure_gemm_wg_kernel(device);
   int major = 0;
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));

@@ -1,9 +1,9 @@
 // src/cuda/n4/staged.cu - the staged n = 4 plan: every operator with a collapse or a mixes
 // stage as a chain of stage kernels that each stream on their own, launched back to back with
 // programmatic dependent launch over token slices:
-//   post_kernel or post_bulk_kernel (post_pre; post_form)  ->  GEMM stage (mix_kernel without
-//   its post stage, on the new residual or the input streams: the partials
-//   [chunk][token][25])  ->  finalize_kernel (the canonical sums and the epilogue; the fresh
+//   post_kernel or post_bulk_kernel (post_pre; post_form)  ->  GEMM stage (gemm_kernel, or
+//   gemm_group_kernel from kGroupedTokens on, on the new residual or the input streams: the
+//   partials [chunk][token][25], or the chunk groups' sums)  ->  finalize_kernel (the canonical sums and the epilogue; the fresh
 //   pre into the workspace)  ->  collapse_stream_kernel.
 // Within a slice the GEMM and the collapse re-read the residual the post stage has just
 // written (from L2 where the slice fits). Operators without a mixes stage (collapse, head
@@ -38,6 +38,10 @@ constexpr int64_t kStagedSliceTokens = 16384;
 // kStagedPreferPostPre on (fused faster at T = 1024, staged at T = 4096: docs/performance.md).
 constexpr int64_t kStagedPreferTokens = 512;
 constexpr int64_t kStagedPreferPostPre = 4096;
+// gemm_group_kernel runs the GEMM stage of slices of this many tokens or more: below it, a
+// block's share of a group's tiles (1/16 on an H200) leaves warps idle in every pass, and
+// gemm_kernel's chunk-major ranges keep every warp busy.
+constexpr int64_t kGroupedTokens = 4096;
 
 
 // Which kernel runs the GEMM stage (the same contract and bits): gemm_wg_kernel (wgmma, the
@@ -45,9 +49,16 @@ constexpr int64_t kStagedPreferPostPre = 4096;
 // memory), else mix_kernel without its post stage.
 enum class Gemm { kWgmma, kMma, kMix };
 
+// Whether the GEMM stage of a slice of s.T tokens runs gemm_group_kernel (the partials as
+// group runs, which finalize_kernel must be told).
+bool grouped_stage(const detail::Problem& p, const N4Params& s, Gemm gemm, size_t partial_floats) {
+  return gemm == Gemm::kMma && p.workspace->n4_gemm_group && s.T >= kGroupedTokens &&
+         gemm_group_fits(s.T, s.chunks, partial_floats);
+}
+
 // The GEMM stage of a slice: the partial dots and sums of squares of the streams the collapse
 // reads (p.x: the new residual for post_pre, else the input streams), nothing else written.
-void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, Gemm gemm) {
+void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, Gemm gemm, bool grouped) {
   N4Params g = s;
   g.has_post = false;
   g.residual = s.x;
@@ -56,6 +67,8 @@ void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, Gemm gemm) {
   g.residual_out = nullptr;
   if (gemm == Gemm::kWgmma) {
     launch_gemm_wg_kernel(g, ctx);
+  } else if (grouped) {
+    launch_gemm_group_kernel(g, ctx);
   } else if (gemm == Gemm::kMma) {
     launch_gemm_kernel(g, ctx);
   } else {
@@ -177,8 +190,9 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
     const N4Params s = slice_params(k, t0, count), sm = slice_params(m, t0, count);
     if (s.has_post && stage_runs('p')) launch_post_kernel(s, stage_ctx(ctx, 'p'), post_variant(p));
-    if (stage_runs('g')) launch_gemm_stage(sm, stage_ctx(ctx, 'g'), gemm);
-    if (stage_runs('f')) launch_finalize_kernel(sm, pre, stage_ctx(ctx, 'f'));
+    const bool grouped = grouped_stage(p, sm, gemm, static_cast<size_t>(slice_tokens * m.chunks * kPartial));
+    if (stage_runs('g')) launch_gemm_stage(sm, stage_ctx(ctx, 'g'), gemm, grouped);
+    if (stage_runs('f')) launch_finalize_kernel(sm, pre, grouped, stage_ctx(ctx, 'f'));
     if (!s.has_collapse || !stage_runs('c')) continue;
     launch_collapse_stream_kernel(pre_buffer ? with_fresh_pre(s, pre, kN) : s, stage_ctx(ctx, 'c'));
   }

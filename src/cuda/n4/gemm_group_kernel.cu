@@ -1,0 +1,238 @@
+// src/cuda/n4/gemm_group_kernel.cu - the mixes stage of the n = 4 path, its partials summed by
+// chunk group on the way out: for p.T tokens of the streams p.residual, the group partials
+// [group][tiles x 32][25] (group_run): group g's sum of its chunks' partials (chunks g, g + 8,
+// .. in order, the canonical group sum of config.cuh without its zero terms), so that the
+// partial runs written to DRAM and read back by finalize_kernel are min(chunks, 8) a token
+// instead of `chunks` (32 at H = 4096, 56 at H = 7168).
+//
+// Grid mapping: min(chunks, 8) groups x per_group 256-thread blocks, per_group = the
+// multiprocessors / groups (16 on an H200: 128 blocks, one a multiprocessor), at most the tiles;
+// block i of group g takes the group's i-th share of the 32-token tiles (GroupRange). It makes
+// one pass per chunk of the group in chunk order: the chunk's B fragments (72 KB) into shared
+// memory between two __syncthreads, then warp w runs the items (chunk, tile) for its tiles w,
+// w + 8, .. of the share exactly as gemm_kernel runs an item (gemm_step.cuh: 4 steps, one per
+// stream, from a private ring of cp.async slots that crosses item and pass boundaries). The same
+// warp owns a tile in every pass, so the running group sum of a tile is its own: the first pass
+// stores the chunk's partials, a later pass copies the run written by the pass before (cp.async
+// into the warp's 3200-byte run buffer, issued after this pass's barrier) and stores run +
+// partial. A block spans one group only: a share across two groups would leave half the warps
+// idle in each pass where the shares are short. Where chunks % 8 != 0 the groups have unequal
+// chunk counts and the blocks of the shorter groups finish early.
+// Accumulation: every chunk partial is gemm_kernel's (the same steps and stage_item), and a
+// group's run is ((c_g + c_{g+8}) + c_{g+16}) + .. in chunk order: the terms of
+// chunk_group_sum before its zero terms, which finalize_kernel adds (finish_group). The bits
+// of finalize_kernel's sums are therefore the same from either GEMM kernel.
+// Envelope: gemm_kernel's (n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows); the group
+// runs need min(chunks, 8) x tiles x 32 x 25 floats of p.partials, 16-byte aligned; 225 KB of
+// dynamic shared memory (configure_gemm_group_kernel).
+#include "src/cuda/launch.cuh"
+#include "src/cuda/n4/gemm_step.cuh"
+#include "src/cuda/n4/kernels.hpp"
+
+namespace mhc::cuda::n4 {
+
+namespace {
+
+using namespace gemm_step;
+constexpr int kGroupWarps = 8;
+constexpr int kGroupSlots = 2;                              // ring slots per warp (steps in flight)
+constexpr int kRunFloats = kTile * kPartial;                // a tile's partials: 800 floats
+constexpr int kRunBytes = kRunFloats * 4;                   // 3200
+constexpr int kRunVecs = kRunBytes / 16;                    // 200
+// The step of an item that carries the copy of the run its store adds to: issued after the
+// item's first step (so after the pass's barrier) and after the item before it has stored.
+constexpr int kRunCopyStep = kGroupSlots;
+constexpr int kGroupSmem = kFragBytes + kGroupWarps * (kGroupSlots * kSlotBytes + kRunBytes);  // 225 KB
+static_assert(kGroupSmem <= 227 * 1024, "gemm_group_kernel shared memory");
+static_assert(kRunCopyStep < kN && kRunBytes % 16 == 0, "the run copy rides on a later step of the item");
+
+// Real terms of group g: chunks g, g + 8, .. below `chunks`.
+__device__ __forceinline__ int group_chunks(int g, int chunks) {
+  return g < chunks ? (chunks - g + kPartialSplit - 1) / kPartialSplit : 0;
+}
+
+/// The group run of (group g, tile): 32 tokens x 25 floats, 3200-byte aligned.
+__device__ __forceinline__ float* group_run(const N4Params& p, int g, int64_t tile, int64_t tiles) {
+  return p.partials + (static_cast<int64_t>(g) * tiles + tile) * kRunFloats;
+}
+
+/// This block's units: tiles [t0, t0 + count) of group g. Each group has gridDim.x / groups
+/// blocks (the launcher makes that a whole number), splitting the group's tiles evenly, so a
+/// block's warps have the same number of tiles (to one) in every pass.
+struct GroupRange {
+  int chunks, groups, g;
+  int64_t tiles, t0, count;
+  __device__ explicit GroupRange(const N4Params& p)
+      : chunks(p.chunks), groups(p.chunks < kPartialSplit ? p.chunks : kPartialSplit) {
+    tiles = (p.T + kTile - 1) / kTile;
+    const int per_group = static_cast<int>(gridDim.x) / groups;
+    g = static_cast<int>(blockIdx.x) / per_group;
+    const int i = static_cast<int>(blockIdx.x) - g * per_group;
+    t0 = tiles * i / per_group;
+    count = tiles * (i + 1) / per_group - t0;
+  }
+  // Warp w's tiles of the range: t0 + w, t0 + w + 8, ..
+  __device__ int warp_items(int w) const {
+    return count > w ? static_cast<int>((count - w + kGroupWarps - 1) / kGroupWarps) : 0;
+  }
+};
+
+/// A warp's walk over its steps in the order the block runs them: the group's passes (chunks)
+/// in order, the warp's tiles, the 4 streams.
+struct StepCursor {
+  const GroupRange& r;
+  int warp, items, passes;
+  int pass = 0, k = 0, j = 0;  // current step: pass (chunk g + 8 pass), the warp's k-th tile, stream
+  bool valid;
+  __device__ StepCursor(const GroupRange& range, int w)
+      : r(range), warp(w), items(range.warp_items(w)), passes(group_chunks(range.g, range.chunks)), valid(items > 0) {}
+  __device__ void advance() {
+    if (++j < kN) return;
+    j = 0;
+    if (++k < items) return;
+    k = 0;
+    valid = ++pass < passes;
+  }
+  __device__ int chunk() const { return r.g + kPartialSplit * pass; }
+  __device__ int64_t tile() const { return r.t0 + warp + static_cast<int64_t>(kGroupWarps) * k; }
+};
+
+// The copies of a step at the cursor into `slot` (gemm_step's issue_step, by chunk and tile),
+// and, on the item's kRunCopyStep-th step in a pass after the first, the copy of the item's run
+// into the warp's run buffer.
+__device__ __forceinline__ void issue_cursor(const N4Params& p, const StepCursor& c, unsigned char* slot,
+                                             unsigned char* run_buf, int lane) {
+  const int64_t tile = c.tile();
+  const int h = lane >> 4, vec = lane & 15;
+  const int64_t t0 = tile * kTile + h;
+  const int64_t left = p.T - t0;
+  const int rows = static_cast<int>(left < kTile ? left : kTile);
+  const bf16_t* src = p.residual + t0 * p.residual_stride + c.j * p.res_stream_stride +
+                      static_cast<int64_t>(c.chunk()) * kChunkCols + vec * 8;
+  const int64_t step = 2 * p.residual_stride;
+  const uint32_t dst = shared_addr(slot) + h * kSlotRowBytes;
+#pragma unroll
+  for (int rr = 0; rr < kTile / 2; ++rr) {
+    const bool valid = 2 * rr < rows;
+    copy16_or_zero(dst + rr * 2 * kSlotRowBytes + (((vec ^ h) ^ (2 * rr & 6)) << 4), valid ? src : p.residual, valid);
+    src += step;
+  }
+  if (c.j == kRunCopyStep && c.pass > 0) {
+    const float* run = group_run(p, c.r.g, tile, c.r.tiles);
+    const int vecs = (tile_tokens(p, tile) * kPartial + 3) / 4;
+    const uint32_t rdst = shared_addr(run_buf);
+#pragma unroll
+    for (int v = lane; v < (kRunVecs + 31) / 32 * 32; v += 32) {
+      const bool in = v < vecs;
+      copy16_or_zero(rdst + v * 16, in ? run + 4 * v : run, in);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kGroupWarps * 32, 1) gemm_group_kernel(const N4Params p) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  pdl_launch_dependents();
+  const GroupRange range(p);
+  if (range.count <= 0) return;  // block-uniform
+  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  // The first chunk's fragments are weights: their copies overlap the end of the kernel before.
+  load_fragments<kGroupWarps * 32>(p, smem, range.g, static_cast<int>(threadIdx.x));
+  cp_async_commit();
+  pdl_wait();
+  unsigned char* ring = smem + kFragBytes + warp * (kGroupSlots * kSlotBytes + kRunBytes);
+  unsigned char* run_buf = ring + kGroupSlots * kSlotBytes;
+  StepCursor issue(range, warp);
+#pragma unroll
+  for (int s = 0; s < kGroupSlots; ++s) {
+    if (issue.valid) {
+      issue_cursor(p, issue, ring + s * kSlotBytes, run_buf, lane);
+      issue.advance();
+    }
+    cp_async_commit();
+  }
+  float part[kMTiles][3][4];
+  float sq[kUnits];
+  float unused[kMTiles][2][4];
+  const int items = range.warp_items(warp);
+  const int passes = group_chunks(range.g, range.chunks);
+  int s = 0;
+#pragma unroll 1
+  for (int pass = 0; pass < passes; ++pass) {
+    if (pass > 0) {
+      __syncthreads();  // every warp is done with the previous chunk's fragments
+      load_fragments<kGroupWarps * 32>(p, smem, range.g + kPartialSplit * pass, static_cast<int>(threadIdx.x));
+      cp_async_commit();
+      cp_async_wait<0>();
+    } else {
+      cp_async_wait<kGroupSlots>();  // the fragments (the ring's first copies may still be in flight)
+    }
+    __syncthreads();  // the chunk's fragments (and the pass before's runs) are visible to every warp
+    const uint2* frag = reinterpret_cast<const uint2*>(smem);
+#pragma unroll 1
+    for (int k = 0; k < items; ++k) {
+      const int64_t tile = range.t0 + warp + static_cast<int64_t>(kGroupWarps) * k;
+#pragma unroll 1
+      for (int j = 0; j < kN; ++j, ++s) {
+        unsigned char* slot = ring + (s % kGroupSlots) * kSlotBytes;
+        cp_async_wait<kGroupSlots - 1>();  // this lane's copies of step s have landed
+        __syncwarp();                      // and the other lanes'
+        square_sums(slot, lane, j == 0, sq);
+        stream_dots(slot, frag + j * kMmaSteps * kNTiles * 32, lane, j == 0, part, unused);
+        if (j == kN - 1) {
+          stage_item<true>(lane, slot, part, sq, unused);
+          const float* staged = reinterpret_cast<const float*>(slot);
+          const float* prev = reinterpret_cast<const float*>(run_buf);
+          float* dst = group_run(p, range.g, tile, range.tiles);
+          const int n = tile_tokens(p, tile) * kPartial;
+          if (pass == 0) {
+#pragma unroll 5
+            for (int i = lane; i < n; i += 32) dst[i] = staged[i];
+          } else {
+#pragma unroll 5
+            for (int i = lane; i < n; i += 32) dst[i] = prev[i] + staged[i];
+          }
+        }
+        __syncwarp();  // every lane is done reading the slot and the run buffer
+        if (issue.valid) {
+          issue_cursor(p, issue, slot, run_buf, lane);
+          issue.advance();
+        }
+        cp_async_commit();
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool configure_gemm_group_kernel(int device) {
+  return allow_dynamic_smem(gemm_group_kernel, device, kGroupSmem);
+}
+
+bool gemm_group_fits(int64_t T, int chunks, size_t partial_floats) {
+  const int64_t tiles = (T + kTile - 1) / kTile;
+  const int64_t groups = chunks < kPartialSplit ? chunks : kPartialSplit;
+  return static_cast<size_t>(groups * tiles * kRunFloats) <= partial_floats;
+}
+
+void launch_gemm_group_kernel(const N4Params& p, const LaunchCtx& ctx) {
+  if (p.T <= 0) return;
+  MHC_CHECK((reinterpret_cast<uintptr_t>(p.partials) & 15u) == 0, "gemm_group_kernel: partials alignment");
+  // The same number of blocks for every group: as many as the multiprocessors allow (16 of 132
+  // on an H200: 128 blocks), at most one a tile.
+  const int64_t groups = p.chunks < kPartialSplit ? p.chunks : kPartialSplit;
+  const int64_t tiles = (p.T + kTile - 1) / kTile;
+  int64_t per_group = ctx.num_sms / groups;
+  per_group = per_group < 1 ? 1 : per_group > tiles ? tiles : per_group;
+  const unsigned blocks = static_cast<unsigned>(groups * per_group);  // <= max(num_sms, 8)
+  launch_kernel(gemm_group_kernel, dim3(blocks), kGroupWarps * 32, kGroupSmem, ctx, p);
+}
+
+}  // namespace mhc::cuda::n4
+
+// The kernels this file launches, for warmup (src/cuda/kernel_list.cuh; tests/test_engine.cpp checks
+// that every launched kernel is listed).
+#include "src/cuda/kernel_list.cuh"
+void mhc::cuda::n4::list_gemm_group_kernels(KernelList& out) {
+  add_kernel(out, gemm_group_kernel, "n4::gemm_group_kernel");
+}
