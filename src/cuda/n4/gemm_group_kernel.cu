@@ -97,34 +97,20 @@ struct StepCursor {
   __device__ int64_t tile() const { return r.t0 + warp + static_cast<int64_t>(kGroupWarps) * k; }
 };
 
-// The copies of a step at the cursor into `slot` (gemm_step's issue_step, by chunk and tile),
-// and, on the item's kRunCopyStep-th step in a pass after the first, the copy of the item's run
+// The copies of the step at the cursor into `slot` (issue_rows) and, on the item's kRunCopyStep-th step in a pass after the first, the copy of the item's run
 // into the warp's run buffer.
 __device__ __forceinline__ void issue_cursor(const N4Params& p, const StepCursor& c, unsigned char* slot,
                                              unsigned char* run_buf, int lane) {
   const int64_t tile = c.tile();
-  const int h = lane >> 4, vec = lane & 15;
-  const int64_t t0 = tile * kTile + h;
-  const int64_t left = p.T - t0;
-  const int rows = static_cast<int>(left < kTile ? left : kTile);
-  const bf16_t* src = p.residual + t0 * p.residual_stride + c.j * p.res_stream_stride +
-                      static_cast<int64_t>(c.chunk()) * kChunkCols + vec * 8;
-  const int64_t step = 2 * p.residual_stride;
-  const uint32_t dst = shared_addr(slot) + h * kSlotRowBytes;
-#pragma unroll
-  for (int rr = 0; rr < kTile / 2; ++rr) {
-    const bool valid = 2 * rr < rows;
-    copy16_or_zero(dst + rr * 2 * kSlotRowBytes + (((vec ^ h) ^ (2 * rr & 6)) << 4), valid ? src : p.residual, valid);
-    src += step;
-  }
+  issue_rows(p, c.chunk(), tile, c.j, slot, lane);
   if (c.j == kRunCopyStep && c.pass > 0) {
     const float* run = group_run(p, c.r.g, tile, c.r.tiles);
     const int vecs = (tile_tokens(p, tile) * kPartial + 3) / 4;
     const uint32_t rdst = shared_addr(run_buf);
+    // Only the run's vectors: a zero-filling copy past them would still write its 16 bytes.
 #pragma unroll
     for (int v = lane; v < (kRunVecs + 31) / 32 * 32; v += 32) {
-      const bool in = v < vecs;
-      copy16_or_zero(rdst + v * 16, in ? run + 4 * v : run, in);
+      if (v < vecs) copy16_or_zero(rdst + v * 16, run + 4 * v, true);
     }
   }
 }

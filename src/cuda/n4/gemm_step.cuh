@@ -58,12 +58,10 @@ __device__ __forceinline__ void load_fragments(const N4Params& p, unsigned char*
   }
 }
 
-// The copies of one step into `slot`: stream j of the item's 32 tokens, the chunk's 128 columns.
-// Lane (h, vec) copies vector vec of rows 2 rr + h; a row past p.T is zero-filled.
-__device__ __forceinline__ void issue_step(const N4Params& p, const ChunkTileItems& items, int local, int j,
-                                           unsigned char* slot, int lane) {
-  const int chunk = items.chunk(local);
-  const int64_t tile = items.tile(local);
+// The copies of one step into `slot`: stream j of tile `tile`'s 32 tokens, chunk `chunk`'s 128
+// columns. Lane (h, vec) copies vector vec of rows 2 rr + h; a row past p.T is zero-filled.
+__device__ __forceinline__ void issue_rows(const N4Params& p, int chunk, int64_t tile, int j, unsigned char* slot,
+                                          int lane) {
   const int h = lane >> 4, vec = lane & 15;
   const int64_t t0 = tile * kTile + h;
   const int64_t left = p.T - t0;  // rows 2 rr + h < p.T: 2 rr < left
@@ -79,6 +77,12 @@ __device__ __forceinline__ void issue_step(const N4Params& p, const ChunkTileIte
     copy16_or_zero(dst + rr * 2 * kSlotRowBytes + (((vec ^ h) ^ (2 * rr & 6)) << 4), valid ? src : p.residual, valid);
     src += step;
   }
+}
+
+// issue_rows for block-local item `local` of `items`.
+__device__ __forceinline__ void issue_step(const N4Params& p, const ChunkTileItems& items, int local, int j,
+                                           unsigned char* slot, int lane) {
+  issue_rows(p, items.chunk(local), items.tile(local), j, slot, lane);
 }
 
 // A step's square sums: lane (h, cv) continues sq[u], the fmaf chain of (token 2u + h, vector cv)
