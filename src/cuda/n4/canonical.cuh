@@ -43,6 +43,11 @@ __device__ __forceinline__ float butterfly_half(const float (&b)[8]) {
   return ((b[0] + b[4]) + (b[2] + b[6])) + ((b[1] + b[5]) + (b[3] + b[7]));
 }
 
+/// The real terms of chunk group g: chunks g, g + 8, .. below `chunks`.
+__host__ __device__ __forceinline__ int group_chunks(int g, int chunks) {
+  return g < chunks ? (chunks - g + kPartialSplit - 1) / kPartialSplit : 0;
+}
+
 /// Group `group` of the chunk sum: chunks group, group + 8, ... in order, kMaxChunks / 8 terms
 /// with 0.0f for chunks >= chunks. chunk(c) returns the chunk's value.
 template <typename ChunkValue>

@@ -6,7 +6,8 @@
 // writing the requested mixes and, for a collapse that follows, the fresh pre into a [T][4]
 // buffer of the workspace.
 //
-// Grid mapping: a 256-thread block per run of up to kFinTokens tokens (fewer where T is small,
+// Grid mapping: a 256-thread block per run of up to kFinTokens tokens (kFinGroupTokens over group
+// runs; fewer where T is small,
 // so that every multiprocessor has a block). The block's partials of one chunk are count x 25
 // consecutive floats; thread tid sums the elements e = tid, tid + 256, .. of that run (element
 // e is row e % 25 of token e / 25) over every chunk, kept as 8 group sums, so each load
@@ -23,6 +24,7 @@
 #include <cstdlib>
 
 #include "src/cuda/launch.cuh"
+#include "src/cuda/n4/canonical.cuh"
 #include "src/cuda/n4/kernels.hpp"
 #include "src/cuda/ptx.cuh"
 
@@ -30,18 +32,17 @@ namespace mhc::cuda::n4 {
 
 namespace {
 
-constexpr int kFinTokens = 32;                          // tokens per block at most (one warp of epilogues)
+constexpr int kFinTokens = 32;       // tokens per block at most over chunk partials (one warp of epilogues)
+constexpr int kFinGroupTokens = 64;  // ... over group runs (8 loads a token and row: two warps of epilogues)
 constexpr int kFinThreads = 256;
-constexpr int kRunFloats = kFinTokens * kPartial;       // 800: a block's partials of one chunk
-constexpr int kElems = (kRunFloats + kFinThreads - 1) / kFinThreads;  // elements a thread sums
+// Elements (token, row) a thread sums for a block of kTokens tokens.
+constexpr int elems_of(int tokens) { return (tokens * kPartial + kFinThreads - 1) / kFinThreads; }
 constexpr int kGroupTerms = kMaxChunks / kPartialSplit; // 16 terms per group
-static_assert(kFinTokens <= 32, "finalize_kernel: one warp of epilogues");
 
 struct FinalizeParams {
   N4Params p;
   float* pre;         // [p.T][4] fresh pre for the collapse, or null
-  int32_t per_block;  // tokens per block, 1 .. kFinTokens
-  bool grouped;       // p.partials holds gemm_group_kernel's group runs, not chunk partials
+  int32_t per_block;  // tokens per block, 1 .. the kernel's kTokens
 };
 
 // Group g's sum once its real terms (chunks g, g + 8, .. < chunks, n_real of them) are added in
@@ -49,24 +50,24 @@ struct FinalizeParams {
 // equals adding it once (x + 0 = x except -0 + 0 = +0, and a NaN stays the canonical NaN), so
 // one +0.0f where a zero term exists, and 0.0f for a group without real terms. (No nsz: without
 // fast-math the compiler keeps x + 0.0f.)
-// The real terms of group g: chunks g, g + 8, .. below `chunks`.
-__device__ __forceinline__ int group_terms(int g, int chunks) {
-  return g < chunks ? (chunks - g + kPartialSplit - 1) / kPartialSplit : 0;
-}
-
 __device__ __forceinline__ float finish_group(float s, int n_real) {
   if (n_real == 0) return 0.0f;
   return n_real < kGroupTerms ? s + 0.0f : s;
 }
 
-// kMinBlocks resident blocks a multiprocessor; kBatch of the thread's kElems elements summed at a
-// time (kBatch x 8 loads in flight). The default <2, kElems> sums all at once; the diagnostics
-// build (-DMHC_GEMM_PROBE, MHC_FINALIZE_PROBE) also has <4, 2>, fewer registers so that a
-// T = 16384 slice's 512 blocks are one wave: every element's arithmetic is the same in both.
-template <int kMinBlocks, int kBatch>
+// kTokens tokens a block at most; kMinBlocks resident blocks a multiprocessor; kBatch of the
+// thread's kElems elements summed at a time (kBatch x 8 loads in flight); kGrouped: p.partials
+// holds gemm_group_kernel's group runs. The default over chunk partials is <32, 2, kElems> (all
+// at once); the diagnostics build (-DMHC_GEMM_PROBE, MHC_FINALIZE_PROBE) also has <32, 4, 2>,
+// fewer registers so that a T = 16384 slice's 512 blocks are one wave. Over group runs <64, 2,
+// kElems, true>: 8 loads an element, so a block can take 64 tokens (two warps of epilogues)
+// and a T = 16384 slice is one wave of 256 blocks. Every element's arithmetic is the same in all.
+template <int kTokens, int kMinBlocks, int kBatch, bool kGrouped = false>
 __global__ void __launch_bounds__(kFinThreads, kMinBlocks) finalize_kernel(const FinalizeParams f) {
+  constexpr int kElems = elems_of(kTokens);
   static_assert(kElems % kBatch == 0, "finalize_kernel: whole element batches");
-  __shared__ float s_dot[kFinTokens][kPartial];      // [token][row]: 24 dots, sum of squares
+  static_assert(kTokens <= kFinThreads, "finalize_kernel: a thread an epilogue");
+  __shared__ float s_dot[kTokens][kPartial];         // [token][row]: 24 dots, sum of squares
   const N4Params& p = f.p;
   pdl_launch_dependents();
   pdl_wait();  // the partials come from the kernel before this one
@@ -78,10 +79,10 @@ __global__ void __launch_bounds__(kFinThreads, kMinBlocks) finalize_kernel(const
   const float* base = partial_at(p, t0, 0);
   // Chunk partials: chunks in rounds of 8 (one per group), round i holding chunks 8 i .. 8 i + 7,
   // term i of each group. Group runs: one round, run k holding group k's real terms summed.
-  const int64_t run_tokens = f.grouped ? (p.T + kTile - 1) / kTile * kTile : p.T;
+  const int64_t run_tokens = kGrouped ? (p.T + kTile - 1) / kTile * kTile : p.T;
   const int64_t chunk_stride = run_tokens * kPartial;  // floats from one run to the next
-  const int rounds = f.grouped ? 1 : (p.chunks + kPartialSplit - 1) / kPartialSplit;
-  const int runs = f.grouped && p.chunks > kPartialSplit ? kPartialSplit : p.chunks;
+  const int rounds = kGrouped ? 1 : (p.chunks + kPartialSplit - 1) / kPartialSplit;
+  const int runs = kGrouped && p.chunks > kPartialSplit ? kPartialSplit : p.chunks;
 #pragma unroll 1
   for (int e0 = 0; e0 < kElems; e0 += kBatch) {
     float g[kBatch][kPartialSplit];                  // group sums of this batch's elements
@@ -107,9 +108,9 @@ __global__ void __launch_bounds__(kFinThreads, kMinBlocks) finalize_kernel(const
       const int idx = tid + (e0 + e) * kFinThreads;
       if (idx < run) {
         // The 8 group sums in order from group 0.
-        float s = finish_group(g[e][0], group_terms(0, p.chunks));
+        float s = finish_group(g[e][0], group_chunks(0, p.chunks));
 #pragma unroll
-        for (int k = 1; k < kPartialSplit; ++k) s += finish_group(g[e][k], group_terms(k, p.chunks));
+        for (int k = 1; k < kPartialSplit; ++k) s += finish_group(g[e][k], group_chunks(k, p.chunks));
         s_dot[idx / kPartial][idx % kPartial] = s;
       }
     }
@@ -127,22 +128,28 @@ __global__ void __launch_bounds__(kFinThreads, kMinBlocks) finalize_kernel(const
 
 void launch_finalize_kernel(const N4Params& p, float* pre, bool grouped, const LaunchCtx& ctx) {
   if (p.T <= 0) return;
-  // Tokens per block: enough blocks for every multiprocessor, at most kFinTokens per block.
+  // Tokens per block: enough blocks for every multiprocessor, at most the kernel's kTokens.
   // The per-token arithmetic does not depend on this choice (batch invariance).
+  const int64_t most = grouped ? kFinGroupTokens : kFinTokens;
   const int64_t sms = ctx.num_sms > 0 ? ctx.num_sms : 1;
   int64_t per_block = (p.T + sms - 1) / sms;
-  per_block = per_block < 1 ? 1 : per_block > kFinTokens ? kFinTokens : per_block;
+  per_block = per_block < 1 ? 1 : per_block > most ? most : per_block;
   const int64_t blocks = (p.T + per_block - 1) / per_block;
   MHC_CHECK(blocks < (int64_t{1} << 31), "finalize_kernel: too many tokens in one slice");
   MHC_CHECK(pre == nullptr || (reinterpret_cast<uintptr_t>(pre) & 15u) == 0, "finalize_kernel: pre buffer alignment");
-  const FinalizeParams f{p, pre, static_cast<int32_t>(per_block), grouped};
+  const FinalizeParams f{p, pre, static_cast<int32_t>(per_block)};
+  const dim3 grid(static_cast<unsigned>(blocks));
+  if (grouped) {
+    launch_kernel(finalize_kernel<kFinGroupTokens, 2, elems_of(kFinGroupTokens), true>, grid, kFinThreads, 0, ctx, f);
+    return;
+  }
 #ifdef MHC_GEMM_PROBE
   if (const char* probe = std::getenv("MHC_FINALIZE_PROBE"); probe != nullptr && *probe == '1') {
-    launch_kernel(finalize_kernel<4, 2>, dim3(static_cast<unsigned>(blocks)), kFinThreads, 0, ctx, f);
+    launch_kernel(finalize_kernel<kFinTokens, 4, 2>, grid, kFinThreads, 0, ctx, f);
     return;
   }
 #endif
-  launch_kernel(finalize_kernel<2, kElems>, dim3(static_cast<unsigned>(blocks)), kFinThreads, 0, ctx, f);
+  launch_kernel(finalize_kernel<kFinTokens, 2, elems_of(kFinTokens)>, grid, kFinThreads, 0, ctx, f);
 }
 
 }  // namespace mhc::cuda::n4
@@ -150,4 +157,7 @@ void launch_finalize_kernel(const N4Params& p, float* pre, bool grouped, const L
 // The kernels this file launches, for warmup (src/cuda/kernel_list.cuh; tests/test_engine.cpp checks
 // that every launched kernel is listed).
 #include "src/cuda/kernel_list.cuh"
-void mhc::cuda::n4::list_finalize_kernels(KernelList& out) { add_kernel(out, finalize_kernel<2, kElems>, "n4::finalize_kernel"); }
+void mhc::cuda::n4::list_finalize_kernels(KernelList& out) {
+  add_kernel(out, finalize_kernel<kFinTokens, 2, elems_of(kFinTokens)>, "n4::finalize_kernel");
+  add_kernel(out, finalize_kernel<kFinGroupTokens, 2, elems_of(kFinGroupTokens), true>, "n4::finalize_kernel<group runs>");
+}
