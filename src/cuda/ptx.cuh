@@ -150,13 +150,6 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
       : "memory");
 #endif
 }
-// Orders this thread's earlier generic-proxy accesses to shared memory (after a block barrier:
-// the block's) before its later bulk copies into it (sm_90+).
-__device__ __forceinline__ void fence_proxy_async_shared() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
 // `bytes` (a multiple of 16, both addresses 16-byte aligned) from global memory into shared
 // memory at dst by the bulk-copy engine, completing `bar`'s transaction count (sm_90+).
 __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {

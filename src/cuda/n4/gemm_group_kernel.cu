@@ -8,9 +8,8 @@
 // Grid mapping: min(chunks, 8) groups x per_group 256-thread blocks, per_group = the
 // multiprocessors / groups (16 on an H200: 128 blocks, one a multiprocessor), at most the tiles;
 // block i of group g takes the group's i-th share of the 32-token tiles (GroupRange). It makes
-// one pass per chunk of the group in chunk order: after a __syncthreads, thread 0 copies the
-// chunk's B fragments (72 KB) into shared memory by bulk copies on an mbarrier, which every
-// thread waits for (the warps' rings of cp.async copies stay in flight meanwhile), then warp w runs the items (chunk, tile) for its tiles w,
+// one pass per chunk of the group in chunk order: the chunk's B fragments (72 KB) into shared
+// memory between two __syncthreads, then warp w runs the items (chunk, tile) for its tiles w,
 // w + 8, .. of the share exactly as gemm_kernel runs an item (gemm_step.cuh: 4 steps, one per
 // stream, from a private ring of cp.async slots that crosses item and pass boundaries). The same
 // warp owns a tile in every pass, so the running group sum of a tile is its own: the first pass
@@ -24,8 +23,8 @@
 // chunk_group_sum before its zero terms, which finalize_kernel adds (finish_group). The bits
 // of finalize_kernel's sums are therefore the same from either GEMM kernel.
 // Envelope: gemm_kernel's (n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows); the group
-// runs need min(chunks, 8) x tiles x 32 x 25 floats of p.partials, 16-byte aligned; sm_90+
-// (bulk copies) with 225 KB of dynamic shared memory (configure_gemm_group_kernel).
+// runs need min(chunks, 8) x tiles x 32 x 25 floats of p.partials, 16-byte aligned; 225 KB of
+// dynamic shared memory (configure_gemm_group_kernel).
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/canonical.cuh"
 #include "src/cuda/n4/gemm_step.cuh"
@@ -112,33 +111,15 @@ __device__ __forceinline__ void issue_cursor(const N4Params& p, const StepCursor
   }
 }
 
-// A chunk's B fragments (72 KB) into shared memory by thread 0, as kN bulk copies completing
-// `bar`'s next phase: the ring's cp.async groups stay in flight while they land.
-__device__ __forceinline__ void bulk_fragments(const N4Params& p, unsigned char* smem, int chunk, uint32_t bar) {
-  if (threadIdx.x != 0) return;
-  constexpr uint32_t kPart = kFragBytes / kN;
-  const unsigned char* src = reinterpret_cast<const unsigned char*>(p.fn_frag + static_cast<int64_t>(chunk) * kFragWords);
-  fence_proxy_async_shared();  // the block's reads of the previous fragments come first
-  mbar_expect_tx(bar, kFragBytes);
-#pragma unroll
-  for (int j = 0; j < kN; ++j) bulk_load(shared_addr(smem) + j * kPart, src + j * kPart, kPart, bar);
-}
-
 __global__ void __launch_bounds__(kGroupWarps * 32, 1) gemm_group_kernel(const N4Params p) {
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ __align__(8) uint64_t frag_bar;  // one phase per pass: the pass's fragments have landed
   pdl_launch_dependents();
   const GroupRange range(p);
   if (range.count <= 0) return;  // block-uniform
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
-  const uint32_t bar = shared_addr(&frag_bar);
-  if (threadIdx.x == 0) {
-    mbar_init(bar, 1);
-    mbar_init_fence();
-  }
-  __syncthreads();
   // The first chunk's fragments are weights: their copies overlap the end of the kernel before.
-  bulk_fragments(p, smem, range.g, bar);
+  load_fragments<kGroupWarps * 32>(p, smem, range.g, static_cast<int>(threadIdx.x));
+  cp_async_commit();
   pdl_wait();
   unsigned char* ring = smem + kFragBytes + warp * (kGroupSlots * kSlotBytes + kRunBytes);
   unsigned char* run_buf = ring + kGroupSlots * kSlotBytes;
@@ -160,11 +141,14 @@ __global__ void __launch_bounds__(kGroupWarps * 32, 1) gemm_group_kernel(const N
 #pragma unroll 1
   for (int pass = 0; pass < passes; ++pass) {
     if (pass > 0) {
-      // Every warp is done with the previous chunk's fragments, and its runs are stored.
-      __syncthreads();
-      bulk_fragments(p, smem, range.g + kPartialSplit * pass, bar);
+      __syncthreads();  // every warp is done with the previous chunk's fragments
+      load_fragments<kGroupWarps * 32>(p, smem, range.g + kPartialSplit * pass, static_cast<int>(threadIdx.x));
+      cp_async_commit();
+      cp_async_wait<0>();
+    } else {
+      cp_async_wait<kGroupSlots>();  // the fragments (the ring's first copies may still be in flight)
     }
-    mbar_wait(bar, static_cast<uint32_t>(pass & 1));  // the chunk's fragments have landed
+    __syncthreads();  // the chunk's fragments (and the pass before's runs) are visible to every warp
     const uint2* frag = reinterpret_cast<const uint2*>(smem);
 #pragma unroll 1
     for (int k = 0; k < items; ++k) {

@@ -26,7 +26,7 @@ bool configure_gemm_kernel(int device);
 /// chunk groups' running sums (finalize_kernel with `grouped`), where p.partials holds
 /// min(chunks, 8) x ceil(T / 32) x 32 x 25 floats (gemm_group_fits).
 void launch_gemm_group_kernel(const N4Params& p, const LaunchCtx& ctx);
-bool configure_gemm_group_kernel(int device);  // 225 KB of shared memory (sm_90+); false where less
+bool configure_gemm_group_kernel(int device);  // 225 KB of shared memory; false where less
 bool gemm_group_fits(int64_t T, int chunks, size_t partial_floats);
 /// gemm_wg_kernel (gemm_wg_kernel.cu): gemm_kernel's contract and bits on wgmma (sm_90a).
 void launch_gemm_wg_kernel(const N4Params& p, const LaunchCtx& ctx);

@@ -144,11 +144,11 @@ void n4_decode_chunk_run(const detail::Problem& p) {
 bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* post_bulk) {
   int device = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&device));
+  *gemm = configure_gemm_kernel(device);
+  *gemm_group = *gemm && configure_gemm_group_kernel(device);
+  *gemm_wg = configure_gemm_wg_kernel(device);
   int major = 0;
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  *gemm = configure_gemm_kernel(device);
-  *gemm_group = *gemm && major >= 9 && configure_gemm_group_kernel(device);  // bulk copies: sm_90+
-  *gemm_wg = configure_gemm_wg_kernel(device);
   *post_bulk = major >= 9 && configure_post_bulk_kernel(device);  // bulk copies: sm_90+
   return configure_mix_kernel(device) && configure_decode_chunk_kernel(device);
 }
