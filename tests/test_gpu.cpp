@@ -1253,6 +1253,22 @@ INSTANTIATE_TEST_SUITE_P(Modes, GpuDeterminism, testing::ValuesIn(all_modes()), 
 
 class GpuBatch : public testing::TestWithParam<int> {};
 
+// Every output of `part` (downloaded here), rows [row0, row0 + its T) of `batch` (downloaded),
+// bit for bit, and part's padding untouched.
+void expect_batch_rows(Case& batch, int64_t batch_T, Case& part, int64_t row0, const std::string& prefix,
+                       const std::string& what) {
+  part.download_outputs();
+  for (const std::string& o : part.outputs()) {
+    Tensor& b = batch[o];
+    Tensor& p = part[o];
+    const size_t off = static_cast<size_t>(row0 * b.stride()) * b.esize();
+    Tally t = compare_rows(b.dtype, Check::kExact, static_cast<const char*>(b.got()) + off, b.stride(), p.got(),
+                           p.stride(), p.rows(), p.row_len(), what, row0);
+    t.merge(check_padding(p, what));
+    expect_tally(t, Check::kExact, prefix + o + " " + what + " vs the T=" + std::to_string(batch_T) + " batch");
+  }
+}
+
 TEST_P(GpuBatch, TokenAloneAndInSliceEqualBatch) {
   MHC_REQUIRE_GPU();
   const int mi = GetParam();
@@ -1285,16 +1301,7 @@ TEST_P(GpuBatch, TokenAloneAndInSliceEqualBatch) {
       if (!run_gpu(m, batch.cfg, w, whole(batch, true), ws, v)) continue;
       batch.download_outputs();
       auto expect_rows = [&](Case& part, int64_t row0, const std::string& what) {
-        part.download_outputs();
-        for (const std::string& o : part.outputs()) {
-          Tensor& b = batch[o];
-          Tensor& p = part[o];
-          const size_t off = static_cast<size_t>(row0 * b.stride()) * b.esize();
-          Tally t = compare_rows(b.dtype, Check::kExact, static_cast<const char*>(b.got()) + off, b.stride(), p.got(),
-                                 p.stride(), p.rows(), p.row_len(), what, row0);
-          t.merge(check_padding(p, what));
-          expect_tally(t, Check::kExact, lbl + " " + o + " " + what + " vs the T=" + std::to_string(kT) + " batch");
-        }
+        expect_batch_rows(batch, kT, part, row0, lbl + " ", what);
       };
       for (int64_t k : alone) {
         one.poison_outputs();
@@ -1337,16 +1344,7 @@ TEST_P(GpuBatch, LargeBatchEqualsTokensAlone) {
     if (!run_gpu(m, batch.cfg, w, whole(batch, true), ws, "")) continue;
     batch.download_outputs();
     auto expect_rows = [&](Case& part, int64_t row0, const std::string& what) {
-      part.download_outputs();
-      for (const std::string& o : part.outputs()) {
-        Tensor& b = batch[o];
-        Tensor& p = part[o];
-        const size_t off = static_cast<size_t>(row0 * b.stride()) * b.esize();
-        Tally t = compare_rows(b.dtype, Check::kExact, static_cast<const char*>(b.got()) + off, b.stride(), p.got(),
-                               p.stride(), p.rows(), p.row_len(), what, row0);
-        t.merge(check_padding(p, what));
-        expect_tally(t, Check::kExact, o + " " + what + " vs the T=" + std::to_string(kT) + " batch");
-      }
+      expect_batch_rows(batch, kT, part, row0, "", what);
     };
     for (int64_t k : alone) {
       one.poison_outputs();

@@ -6,20 +6,19 @@
 // writing the requested mixes and, for a collapse that follows, the fresh pre into a [T][4]
 // buffer of the workspace.
 //
-// Grid mapping: a 256-thread block per run of up to kFinTokens tokens (kFinGroupTokens over group
-// runs; fewer where T is small,
-// so that every multiprocessor has a block). The block's partials of one chunk are count x 25
-// consecutive floats; thread tid sums the elements e = tid, tid + 256, .. of that run (element
-// e is row e % 25 of token e / 25) over every chunk, kept as 8 group sums, so each load
-// instruction of the block reads consecutive floats and a thread has a group's worth of chunks
-// (8 loads an element) in flight; from group runs, one load a group. Then thread t (warp 0) runs the epilogue of token t: the
-// serial chains of 32 tokens share one warp, and several blocks per multiprocessor overlap
-// theirs.
+// Grid mapping: a 256-thread block per run of up to kFinTokens tokens over chunk partials
+// (kFinGroupTokens over group runs; fewer where T is small, so that every multiprocessor has a
+// block). The block's partials of one run are count x 25 consecutive floats; thread tid sums
+// the elements e = tid, tid + 256, .. of that run (element e is row e % 25 of token e / 25) over
+// every run, kept as 8 group sums, so each load instruction of the block reads consecutive
+// floats and a thread has a group's worth of runs (8 loads an element) in flight. Then thread t
+// runs the epilogue of token t: the serial chains of 32 (64) tokens share one (two) warps, and
+// several blocks per multiprocessor overlap theirs.
 // Accumulation: the sums of collapse_kernel, bit for bit: group g is the 16 terms chunk g,
 // g + 8, ... in order with 0.0f for chunks >= p.chunks, then the 8 groups in order from group 0
 // (see finish_group for the zero terms; a group run is the sum of the group's real terms in
-// that order, so both layouts give the same bits). The epilogue is the shared code path, so the mixes are
-// the bits of the cuda_n4 rows.
+// that order, so both layouts give the same bits). The epilogue is the shared code path, so the
+// mixes are the bits of the cuda_n4 rows.
 // Envelope: n = 4, H % 512 == 0, H <= 16384 (the n4 envelope); p.partials of p.T tokens.
 #include <cstdlib>
 

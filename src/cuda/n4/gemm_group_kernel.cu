@@ -25,6 +25,8 @@
 // Envelope: gemm_kernel's (n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows); the group
 // runs need min(chunks, 8) x tiles x 32 x 25 floats of p.partials, 16-byte aligned; 225 KB of
 // dynamic shared memory (configure_gemm_group_kernel).
+// Speed on the H200: docs/performance.md (the mixes stage row; the staged plan takes this kernel
+// from kGroupedTokens a slice, staged.cu).
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/canonical.cuh"
 #include "src/cuda/n4/gemm_step.cuh"

@@ -3,8 +3,9 @@
 // programmatic dependent launch over token slices:
 //   post_kernel or post_bulk_kernel (post_pre; post_form)  ->  GEMM stage (gemm_kernel, or
 //   gemm_group_kernel from kGroupedTokens on, on the new residual or the input streams: the
-//   partials [chunk][token][25], or the chunk groups' sums)  ->  finalize_kernel (the canonical sums and the epilogue; the fresh
-//   pre into the workspace)  ->  collapse_stream_kernel.
+//   partials [chunk][token][25], or the chunk groups' sums)  ->  finalize_kernel (the
+//   canonical sums and the epilogue; the fresh pre into the workspace)  ->
+//   collapse_stream_kernel.
 // Within a slice the GEMM and the collapse re-read the residual the post stage has just
 // written (from L2 where the slice fits). Operators without a mixes stage (collapse, head
 // carried / mean) are one collapse_stream_kernel over the whole batch.
