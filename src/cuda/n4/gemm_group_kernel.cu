@@ -95,8 +95,9 @@ struct StepCursor {
   __device__ int64_t tile() const { return r.t0 + warp + static_cast<int64_t>(kGroupWarps) * k; }
 };
 
-// The copies of the step at the cursor into `slot` (issue_rows) and, on the item's kRunCopyStep-th step in a pass after the first, the copy of the item's run
-// into the warp's run buffer.
+// The copies of the step at the cursor into `slot` (issue_rows) and, on the item's
+// kRunCopyStep-th step in a pass after the first, the copy of the item's run into the warp's run
+// buffer.
 __device__ __forceinline__ void issue_cursor(const N4Params& p, const StepCursor& c, unsigned char* slot,
                                              unsigned char* run_buf, int lane) {
   const int64_t tile = c.tile();
