@@ -16,6 +16,7 @@
 // collapse_kernel's order and runs the same epilogue, and collapse_stream_kernel has
 // collapse_kernel's collapse arithmetic; post_kernel's outputs are the exact sums rounded once.
 // Slicing never changes a token's result (batch invariance).
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -171,6 +172,43 @@ LaunchCtx stage_ctx(const LaunchCtx& ctx, char stage) {
   return c;
 }
 
+#ifdef MHC_GEMM_PROBE
+// Diagnostics build: MHC_PROBE_SPLIT="P G C" runs the post stage on P multiprocessors and the
+// GEMM stage on G; C = 1 launches the GEMM on a second stream beside the post (it reads
+// whatever residual_out holds: the timing of the two sharing the machine, not a result), C = 0
+// one after the other.
+bool probe_split(const detail::Problem& p, const N4Params& s, const N4Params& sm, const LaunchCtx& ctx, Gemm gemm,
+                 bool grouped) {
+  const char* env = std::getenv("MHC_PROBE_SPLIT");
+  int P = 0, G = 0, C = 0;
+  if (env == nullptr || std::sscanf(env, "%d %d %d", &P, &G, &C) != 3) return false;
+  LaunchCtx cp = stage_ctx(ctx, 'p'), cg = stage_ctx(ctx, 'g');
+  cp.num_sms = P;
+  cg.num_sms = G;
+  if (C == 0) {
+    launch_post_kernel(s, cp, post_variant(p));
+    launch_gemm_stage(sm, cg, gemm, grouped);
+    return true;
+  }
+  static cudaStream_t side = nullptr;
+  static cudaEvent_t fork = nullptr, join = nullptr;
+  if (side == nullptr) {
+    MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    MHC_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+    MHC_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+  }
+  MHC_CUDA_CHECK(cudaEventRecord(fork, ctx.stream));
+  MHC_CUDA_CHECK(cudaStreamWaitEvent(side, fork, 0));
+  launch_post_kernel(s, cp, post_variant(p));
+  cg.stream = side;
+  cg.pdl = false;
+  launch_gemm_stage(sm, cg, gemm, grouped);
+  MHC_CUDA_CHECK(cudaEventRecord(join, side));
+  MHC_CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, join, 0));
+  return true;
+}
+#endif
+
 void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& m, Gemm gemm) {
   const LaunchCtx ctx = launch_ctx(p);
   // The workspace scratch holds one slice's partials [chunks][slice][25] and, where the collapse
@@ -190,9 +228,16 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
   for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
     const N4Params s = slice_params(k, t0, count), sm = slice_params(m, t0, count);
-    if (s.has_post && stage_runs('p')) launch_post_kernel(s, stage_ctx(ctx, 'p'), post_variant(p));
     const bool grouped = grouped_stage(p, sm, gemm, static_cast<size_t>(slice_tokens * m.chunks * kPartial));
+#ifdef MHC_GEMM_PROBE
+    if (s.has_post && probe_split(p, s, sm, ctx, gemm, grouped)) {
+      // post and GEMM stages launched by the probe
+    } else
+#endif
+    {
+    if (s.has_post && stage_runs('p')) launch_post_kernel(s, stage_ctx(ctx, 'p'), post_variant(p));
     if (stage_runs('g')) launch_gemm_stage(sm, stage_ctx(ctx, 'g'), gemm, grouped);
+    }
     if (stage_runs('f')) launch_finalize_kernel(sm, pre, grouped, stage_ctx(ctx, 'f'));
     if (!s.has_collapse || !stage_runs('c')) continue;
     launch_collapse_stream_kernel(pre_buffer ? with_fresh_pre(s, pre, kN) : s, stage_ctx(ctx, 'c'));
