@@ -70,6 +70,14 @@ __device__ __forceinline__ void issue_rows(const N4Params& p, int chunk, int64_t
                       static_cast<int64_t>(chunk) * kChunkCols + vec * 8;
   const int64_t step = 2 * p.residual_stride;
   const uint32_t dst = shared_addr(slot) + h * kSlotRowBytes;
+  if (p.T - tile * kTile >= kTile) {
+    // A full tile (every tile but a batch's last): no row test, no source select.
+#pragma unroll
+    for (int rr = 0; rr < kTile / 2; ++rr) {
+      copy16_or_zero(dst + rr * 2 * kSlotRowBytes + (((vec ^ h) ^ (2 * rr & 6)) << 4), src + rr * step, true);
+    }
+    return;
+  }
 #pragma unroll
   for (int rr = 0; rr < kTile / 2; ++rr) {
     // row 2 rr + h: its swizzled vector is vec ^ (row & 7) = (vec ^ h) ^ (2 rr & 6)
