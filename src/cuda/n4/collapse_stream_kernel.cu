@@ -3,16 +3,21 @@
 // caller's pre_mix, or the staged plan's finalize buffer), stream 0 bit for bit (identity), or
 // the mean head bf16(sum_j x[t,j,:] / 4); optionally RMSNorm-folded.
 //
-// Grid mapping: one block per token, threads = max(256, H / 16): thread tid owns the 8-column
-// vectors tid and tid + threads (so from H = 4096 on every thread has exactly two, and no
-// thread waits on a third batch of loads), loads the 4 streams of both at once (16-byte
-// streaming loads, read once) before any arithmetic, and keeps its collapsed vectors in
-// registers for the fold.
+// Grid mapping: one block per token, in one of two shapes (a template choice by H):
+//   256 threads: thread tid owns the 8-column vectors tid, tid + 256, .. (at most kVecs of
+//     them), loading the 4 streams of kBatch = 2 vectors at once;
+//   wide (kWide): H / 16 threads, thread tid owns vectors tid and tid + H / 16 and loads both at
+//     once. At H = 5120 the 256-thread shape gives half the threads a third vector in a second
+//     batch of loads: 230-233 us at T = 16384 against 213-216 wide; at H = 7168 (2 resident
+//     448-thread blocks a multiprocessor) wide was the slower, 306 against 296 (session 20
+//     call 2); H = 4096 is one batch of two either way.
+// Loads are 16-byte streaming loads (read once), issued before any arithmetic; a thread keeps
+// its collapsed vectors in registers for the fold.
 // Accumulation: the arithmetic of collapse_kernel's collapse, bit for bit: exact_sum_bf16x2 with
 // the same weights and bounds (weighted), the double sum (mean), and the fold's sum of squares
 // in collapse_kernel's order (256 fmaf chains, chain c over vectors c, c + 256, .. in order, then
-// block_sum over those 256 values: with 256 threads each thread's own chain, with more the
-// collapsed row goes through shared memory and the first 256 threads form the chains), 1 /
+// block_sum over those 256 values: in the 256-thread shape each thread's own chain, in the wide
+// shape the collapsed row goes through shared memory and the first 256 threads form them), 1 /
 // sqrtf(sum / H + eps), bf16(u * inv * w).
 // With p.copy_x_out (pre_broadcast by fn_b: x is the embedding at stream stride 0), the thread
 // also stores each vector it loaded to the n streams of residual_out, so the materialised
@@ -28,25 +33,35 @@ namespace mhc::cuda::n4 {
 
 namespace {
 
-constexpr int kStreamVecs = 2;                          // vectors a thread
-constexpr int kMaxStreamThreads = kMaxH / 8 / kStreamVecs;  // 1024
-static_assert(kThreadsB * kStreamVecs * 8 <= 4096 && kMaxStreamThreads <= 1024, "block shape");
+constexpr int kBatch = 2;  // vectors per thread whose loads are issued together
+constexpr int kWideThreadsMax = kMaxH / 16;  // 1024
 
-// 64 registers a thread at most (a 1024-thread block): 4 resident 256-thread blocks a
-// multiprocessor at H <= 4096, 3 at H = 5120, 2 at H = 7168.
-__global__ void __launch_bounds__(kMaxStreamThreads, 1) collapse_stream_kernel(const N4Params p) {
-  extern __shared__ uint4 s_row[];  // the collapsed row, where the fold's chains are not the threads' own
+// Resident blocks per SM of the 256-thread shape by vectors per thread: on Hopper 4 / 3 / 2 (64
+// / 85 / 128 registers); one fewer elsewhere where ptxas spills at those bounds (sm_80 at 64,
+// sm_120a's double path at 85). The wide shape has 64 (a 1024-thread block; sm_80 spills 8
+// bytes there, as the 256-thread shape's <2> does at 80).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+#define MHC_COLLAPSE_STREAM_BLOCKS(vecs) ((vecs) <= 2 ? 4 : (vecs) <= 4 ? 3 : 2)
+#else
+#define MHC_COLLAPSE_STREAM_BLOCKS(vecs) ((vecs) <= 2 ? 3 : 2)
+#endif
+
+template <int kVecs, bool kWide>
+__global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB, kWide ? 1 : MHC_COLLAPSE_STREAM_BLOCKS(kVecs))
+    collapse_stream_kernel(const N4Params p) {
+  static_assert(!kWide || kVecs == kBatch, "the wide shape: two vectors a thread, one batch");
+  extern __shared__ uint4 s_row[];  // the wide shape's collapsed row, for the fold's chains
   __shared__ float scratch[kThreadsB / 32];
   __shared__ float s_inv;
   pdl_launch_dependents();
   pdl_wait();  // the streams and the pre come from the kernels before this one
-  const int tid = threadIdx.x, threads = blockDim.x;
+  const int tid = threadIdx.x;
+  const int threads = kWide ? static_cast<int>(blockDim.x) : kThreadsB;
   const int64_t t = blockIdx.x;
   const int64_t vecs = p.H / 8;
   const CollapseKind mode = collapse_kind(p);
   const int streams = mode == CollapseKind::kIdentity ? 1 : kN;
   const bool fold = p.rmsnorm_weight != nullptr;
-  const bool own_chains = threads == kThreadsB;  // vectors tid, tid + 256: the canonical chains
   float pre[kN];
 #pragma unroll
   for (int j = 0; j < kN; ++j) {
@@ -56,38 +71,41 @@ __global__ void __launch_bounds__(kMaxStreamThreads, 1) collapse_stream_kernel(c
   const bf16_t* x = p.x + t * p.x_stride;
   bf16_t* dst = p.layer_input + t * p.layer_input_stride;
   bf16_t* copies = p.copy_x_out ? p.residual_out + t * p.residual_out_stride : nullptr;
-  uint4 r[kStreamVecs][kN];
-#pragma unroll
-  for (int q = 0; q < kStreamVecs; ++q) {
-    const int64_t v = tid + static_cast<int64_t>(q) * threads;
-#pragma unroll
-    for (int j = 0; j < kN; ++j) {
-      r[q][j] = v < vecs && j < streams ? ldcs16(x + j * p.x_stream_stride + v * 8) : make_uint4(0, 0, 0, 0);
-    }
-  }
-  uint4 u[kStreamVecs];  // this thread's collapsed vectors (kept for the fold)
+  uint4 u[kVecs];  // this thread's collapsed vectors (kept for the fold)
   float sq[1] = {0.0f};
 #pragma unroll
-  for (int q = 0; q < kStreamVecs; ++q) {
-    const int64_t v = tid + static_cast<int64_t>(q) * threads;
-    if (v < vecs) {
-      if (copies != nullptr) {
+  for (int b = 0; b < kVecs; b += kBatch) {
+    uint4 r[kBatch][kN];
 #pragma unroll
-        for (int j = 0; j < kN; ++j) st16(copies + j * p.H + v * 8, r[q][0]);
+    for (int q = 0; q < kBatch; ++q) {
+      const int64_t v = tid + static_cast<int64_t>(b + q) * threads;
+#pragma unroll
+      for (int j = 0; j < kN; ++j) {
+        r[q][j] = v < vecs && j < streams ? ldcs16(x + j * p.x_stream_stride + v * 8) : make_uint4(0, 0, 0, 0);
       }
-      u[q] = collapse_vec(mode, pre, pre_scale, r[q]);
-      if (!fold) {
-        st16(dst + v * 8, u[q]);
-      } else if (own_chains) {
-        add_squares(u[q], sq[0]);
-      } else {
-        s_row[v] = u[q];
+    }
+#pragma unroll
+    for (int q = 0; q < kBatch; ++q) {
+      const int64_t v = tid + static_cast<int64_t>(b + q) * threads;
+      if (v < vecs) {
+        if (copies != nullptr) {
+#pragma unroll
+          for (int j = 0; j < kN; ++j) st16(copies + j * p.H + v * 8, r[q][0]);
+        }
+        u[b + q] = collapse_vec(mode, pre, pre_scale, r[q]);
+        if (!fold) {
+          st16(dst + v * 8, u[b + q]);
+        } else if (kWide) {
+          s_row[v] = u[b + q];
+        } else {
+          add_squares(u[b + q], sq[0]);
+        }
       }
     }
   }
   if (!fold) return;  // block-uniform
   float inv;
-  if (own_chains) {
+  if (!kWide) {
     block_sum(sq, scratch);
     inv = 1.0f / sqrtf(sq[0] / static_cast<float>(p.H) + p.rmsnorm_eps);
   } else {
@@ -101,7 +119,7 @@ __global__ void __launch_bounds__(kMaxStreamThreads, 1) collapse_stream_kernel(c
     inv = s_inv;
   }
 #pragma unroll
-  for (int q = 0; q < kStreamVecs; ++q) {
+  for (int q = 0; q < kVecs; ++q) {
     const int64_t v = tid + static_cast<int64_t>(q) * threads;
     if (v < vecs) st16(dst + v * 8, fold_vec(u[q], ld16(p.rmsnorm_weight + v * 8), inv));
   }
@@ -118,10 +136,20 @@ void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx) {
             "collapse_stream_kernel: copies of x need a broadcast x and a residual_out");
   if (p.T <= 0) return;
   const dim3 grid(static_cast<unsigned>(p.T));
-  const int64_t half = p.H / 8 / kStreamVecs;
-  const int threads = static_cast<int>(half > kThreadsB ? half : kThreadsB);
-  const bool row_smem = p.rmsnorm_weight != nullptr && threads != kThreadsB;
-  launch_kernel(collapse_stream_kernel, grid, threads, row_smem ? static_cast<size_t>(p.H / 8) * 16 : 0, ctx, p);
+  if (p.H > 4096 && p.H <= 6144) {  // the wide shape (see the header)
+    const int threads = static_cast<int>(p.H / 16);
+    const size_t row_bytes = p.rmsnorm_weight != nullptr ? static_cast<size_t>(p.H / 8) * 16 : 0;
+    launch_kernel(collapse_stream_kernel<kBatch, true>, grid, threads, row_bytes, ctx, p);
+    return;
+  }
+  const int64_t vecs = (p.H / 8 + kThreadsB - 1) / kThreadsB;  // per thread
+  if (vecs <= 2) {
+    launch_kernel(collapse_stream_kernel<2, false>, grid, kThreadsB, 0, ctx, p);
+  } else if (vecs <= 4) {
+    launch_kernel(collapse_stream_kernel<4, false>, grid, kThreadsB, 0, ctx, p);
+  } else {
+    launch_kernel(collapse_stream_kernel<8, false>, grid, kThreadsB, 0, ctx, p);
+  }
 }
 
 }  // namespace mhc::cuda::n4
@@ -130,5 +158,8 @@ void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx) {
 // that every launched kernel is listed).
 #include "src/cuda/kernel_list.cuh"
 void mhc::cuda::n4::list_collapse_stream_kernels(KernelList& out) {
-  add_kernel(out, collapse_stream_kernel, "n4::collapse_stream_kernel");
+  add_kernel(out, collapse_stream_kernel<2, false>, "n4::collapse_stream_kernel<2>");
+  add_kernel(out, collapse_stream_kernel<4, false>, "n4::collapse_stream_kernel<4>");
+  add_kernel(out, collapse_stream_kernel<8, false>, "n4::collapse_stream_kernel<8>");
+  add_kernel(out, collapse_stream_kernel<kBatch, true>, "n4::collapse_stream_kernel<2, wide>");
 }
