@@ -176,7 +176,7 @@ LaunchCtx stage_ctx(const LaunchCtx& ctx, char stage) {
 // Diagnostics build: MHC_PROBE_SPLIT="P G C" runs the post stage on P multiprocessors and the
 // GEMM stage on G; C = 1 launches the GEMM on a second stream beside the post (it reads
 // whatever residual_out holds: the timing of the two sharing the machine, not a result), C = 0
-// one after the other.
+// one after the other (MHC_STAGED_SKIP still applies).
 bool probe_split(const detail::Problem& p, const N4Params& s, const N4Params& sm, const LaunchCtx& ctx, Gemm gemm,
                  bool grouped) {
   const char* env = std::getenv("MHC_PROBE_SPLIT");
@@ -186,8 +186,8 @@ bool probe_split(const detail::Problem& p, const N4Params& s, const N4Params& sm
   cp.num_sms = P;
   cg.num_sms = G;
   if (C == 0) {
-    launch_post_kernel(s, cp, post_variant(p));
-    launch_gemm_stage(sm, cg, gemm, grouped);
+    if (stage_runs('p')) launch_post_kernel(s, cp, post_variant(p));
+    if (stage_runs('g')) launch_gemm_stage(sm, cg, gemm, grouped);
     return true;
   }
   static cudaStream_t side = nullptr;
@@ -209,6 +209,16 @@ bool probe_split(const detail::Problem& p, const N4Params& s, const N4Params& sm
 }
 #endif
 
+// The post stage (where the op has one) and the GEMM stage of a slice.
+void post_and_gemm(const detail::Problem& p, const N4Params& s, const N4Params& sm, const LaunchCtx& ctx, Gemm gemm,
+                   bool grouped) {
+#ifdef MHC_GEMM_PROBE
+  if (s.has_post && probe_split(p, s, sm, ctx, gemm, grouped)) return;
+#endif
+  if (s.has_post && stage_runs('p')) launch_post_kernel(s, stage_ctx(ctx, 'p'), post_variant(p));
+  if (stage_runs('g')) launch_gemm_stage(sm, stage_ctx(ctx, 'g'), gemm, grouped);
+}
+
 void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& m, Gemm gemm) {
   const LaunchCtx ctx = launch_ctx(p);
   // The workspace scratch holds one slice's partials [chunks][slice][25] and, where the collapse
@@ -229,15 +239,7 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
     const N4Params s = slice_params(k, t0, count), sm = slice_params(m, t0, count);
     const bool grouped = grouped_stage(p, sm, gemm, static_cast<size_t>(slice_tokens * m.chunks * kPartial));
-#ifdef MHC_GEMM_PROBE
-    if (s.has_post && probe_split(p, s, sm, ctx, gemm, grouped)) {
-      // post and GEMM stages launched by the probe
-    } else
-#endif
-    {
-    if (s.has_post && stage_runs('p')) launch_post_kernel(s, stage_ctx(ctx, 'p'), post_variant(p));
-    if (stage_runs('g')) launch_gemm_stage(sm, stage_ctx(ctx, 'g'), gemm, grouped);
-    }
+    post_and_gemm(p, s, sm, ctx, gemm, grouped);
     if (stage_runs('f')) launch_finalize_kernel(sm, pre, grouped, stage_ctx(ctx, 'f'));
     if (!s.has_collapse || !stage_runs('c')) continue;
     launch_collapse_stream_kernel(pre_buffer ? with_fresh_pre(s, pre, kN) : s, stage_ctx(ctx, 'c'));
