@@ -172,51 +172,41 @@ LaunchCtx stage_ctx(const LaunchCtx& ctx, char stage) {
   return c;
 }
 
-#ifdef MHC_GEMM_PROBE
-// Diagnostics build: MHC_PROBE_SPLIT="P G C" runs the post stage on P multiprocessors and the
-// GEMM stage on G; C = 1 launches the GEMM on a second stream beside the post (it reads
-// whatever residual_out holds: the timing of the two sharing the machine, not a result), C = 0
-// one after the other (MHC_STAGED_SKIP still applies).
-bool probe_split(const detail::Problem& p, const N4Params& s, const N4Params& sm, const LaunchCtx& ctx, Gemm gemm,
-                 bool grouped) {
-  const char* env = std::getenv("MHC_PROBE_SPLIT");
-  int P = 0, G = 0, C = 0;
-  if (env == nullptr || std::sscanf(env, "%d %d %d", &P, &G, &C) != 3) return false;
-  LaunchCtx cp = stage_ctx(ctx, 'p'), cg = stage_ctx(ctx, 'g');
-  cp.num_sms = P;
-  cg.num_sms = G;
-  if (C == 0) {
-    if (stage_runs('p')) launch_post_kernel(s, cp, post_variant(p));
-    if (stage_runs('g')) launch_gemm_stage(sm, cg, gemm, grouped);
-    return true;
-  }
-  static cudaStream_t side = nullptr;
-  static cudaEvent_t fork = nullptr, join = nullptr;
-  if (side == nullptr) {
-    MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-    MHC_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-    MHC_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-  }
-  MHC_CUDA_CHECK(cudaEventRecord(fork, ctx.stream));
-  MHC_CUDA_CHECK(cudaStreamWaitEvent(side, fork, 0));
-  launch_post_kernel(s, cp, post_variant(p));
-  cg.stream = side;
-  cg.pdl = false;
-  launch_gemm_stage(sm, cg, gemm, grouped);
-  MHC_CUDA_CHECK(cudaEventRecord(join, side));
-  MHC_CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, join, 0));
-  return true;
-}
-#endif
-
-// The post stage (where the op has one) and the GEMM stage of a slice.
+// The post stage (where the op has one) and the GEMM stage of a slice. Diagnostics build:
+// MHC_PROBE_SPLIT="P G C" runs the post stage on P multiprocessors and the GEMM stage on G; C = 1
+// launches the GEMM on a second stream beside the post (it reads whatever residual_out holds:
+// the timing of the two sharing the machine, not a result), C = 0 one after the other.
 void post_and_gemm(const detail::Problem& p, const N4Params& s, const N4Params& sm, const LaunchCtx& ctx, Gemm gemm,
                    bool grouped) {
+  LaunchCtx cp = stage_ctx(ctx, 'p'), cg = stage_ctx(ctx, 'g');
 #ifdef MHC_GEMM_PROBE
-  if (s.has_post && probe_split(p, s, sm, ctx, gemm, grouped)) return;
+  const char* env = std::getenv("MHC_PROBE_SPLIT");
+  int P = 0, G = 0, C = 0;
+  if (s.has_post && env != nullptr && std::sscanf(env, "%d %d %d", &P, &G, &C) == 3) {
+    cp.num_sms = P;
+    cg.num_sms = G;
+    if (C != 0) {
+      static cudaStream_t side = nullptr;
+      static cudaEvent_t fork = nullptr, join = nullptr;
+      if (side == nullptr) {
+        MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+        MHC_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+        MHC_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+      }
+      MHC_CUDA_CHECK(cudaEventRecord(fork, ctx.stream));
+      MHC_CUDA_CHECK(cudaStreamWaitEvent(side, fork, 0));
+      launch_post_kernel(s, cp, post_variant(p));
+      cg.stream = side;
+      cg.pdl = false;
+      launch_gemm_stage(sm, cg, gemm, grouped);
+      MHC_CUDA_CHECK(cudaEventRecord(join, side));
+      MHC_CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, join, 0));
+      return;
+    }
+  }
 #endif
-  if (s.has_post && stage_runs('p')) launch_post_kernel(s, stage_ctx(ctx, 'p'), post_variant(p));
-  if (stage_runs('g')) launch_gemm_stage(sm, stage_ctx(ctx, 'g'), gemm, grouped);
+  if (s.has_post && stage_runs('p')) launch_post_kernel(s, cp, post_variant(p));
+  if (stage_runs('g')) launch_gemm_stage(sm, cg, gemm, grouped);
 }
 
 void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& m, Gemm gemm) {
