@@ -70,68 +70,6 @@ __device__ __forceinline__ void post8(const PostWeights& pw, const uint4 (&res)[
   for (int k = 0; k < kN; ++k) out[k] = make_uint4(w[k][0], w[k][1], w[k][2], w[k][3]);
 }
 
-/// The double path of pair i of output k (exact_sum_bf16x2_redo), with i and k known only at run
-/// time: the weights and the column pair are selected rather than indexed, so that every lane of
-/// a warp that has a failed pair, whichever it is, runs this one code path at the same time.
-__device__ __forceinline__ uint32_t post8_redo(const PostWeights& pw, const uint4 (&terms)[kN + 1], int i, int k) {
-  float w[kN + 1], v0[kN + 1], v1[kN + 1];
-#pragma unroll
-  for (int j = 0; j < kN + 1; ++j) {
-    w[j] = k == 0 ? pw.w[0][j] : k == 1 ? pw.w[1][j] : k == 2 ? pw.w[2][j] : pw.w[3][j];
-    const uint32_t xw = word(terms[j], i);
-    v0[j] = __uint_as_float(xw << 16);
-    v1[j] = __uint_as_float(xw & 0xffff0000u);
-  }
-  // exact_sum_bf16x2_slow's sums, inline (a call inside the redo loop makes every live register
-  // of post8 a saved one): every product exact in double, rounded once.
-  double acc0 = static_cast<double>(w[0]) * static_cast<double>(v0[0]);
-  double acc1 = static_cast<double>(w[0]) * static_cast<double>(v1[0]);
-#pragma unroll
-  for (int j = 1; j < kN + 1; ++j) {
-    acc0 = fma(static_cast<double>(w[j]), static_cast<double>(v0[j]), acc0);
-    acc1 = fma(static_cast<double>(w[j]), static_cast<double>(v1[j]), acc1);
-  }
-  return static_cast<uint32_t>(double_to_bf16_bits(acc0)) | (static_cast<uint32_t>(double_to_bf16_bits(acc1)) << 16);
-}
-
-/// post8 with the uncertified pairs redone after all 16 pairs, one failed pair per lane and pass
-/// (post8_redo), so that a warp makes as many passes as its lane with the most failures rather
-/// than one divergent branch per failing (pair, output) (post_bulk_kernel's warps averaged 24
-/// active threads of 32 with post8). The same bits as post8. It needs the registers for the
-/// terms and the 16 words through the redo loop: post_bulk_kernel has them (128 a thread), the
-/// other callers of post8 would spill.
-__device__ __forceinline__ void post8_collected(const PostWeights& pw, const uint4 (&res)[kN], const uint4& lo,
-                                      uint4 (&out)[kN]) {
-  // the terms in the order of the weights: layer output, then the 4 streams
-  const uint4 terms[kN + 1] = {lo, res[0], res[1], res[2], res[3]};
-  uint32_t w[kN][4];
-  uint32_t failed = 0;  // bit 4 i + k: pair i of output k
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float v0[kN + 1], v1[kN + 1], abs0, abs1;
-    column_pair(terms, i, v0, v1, abs0, abs1);
-#pragma unroll
-    for (int k = 0; k < kN; ++k) {
-      bool certified;
-      w[k][i] = sum_bf16x2_fast(pw.w[k], v0, v1, sum_error_bound(pw.scale[k], abs0),
-                                sum_error_bound(pw.scale[k], abs1), certified);
-      failed |= certified ? 0u : 1u << (4 * i + k);
-    }
-  }
-  while (failed != 0) {
-    const int b = __ffs(failed) - 1;
-    failed &= failed - 1;
-    const uint32_t redone = post8_redo(pw, terms, b >> 2, b & 3);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-#pragma unroll
-      for (int k = 0; k < kN; ++k) w[k][i] = b == 4 * i + k ? redone : w[k][i];
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < kN; ++k) out[k] = make_uint4(w[k][0], w[k][1], w[k][2], w[k][3]);
-}
-
 /// post8 in two parts, for a caller that can reload its terms (the diagnostics forms of
 /// post_flat_kernel; session 14 measured the form with all three changes slower than post8).
 /// post8_fast: per column one error bound for the 4 outputs (from the largest weight of the 4,

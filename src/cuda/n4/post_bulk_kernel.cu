@@ -17,7 +17,7 @@
 // of the group has read the stage (a named barrier of the group), thread 0 refills it with the
 // group's tile kPerGroup ahead. Outputs are stored by the consumers (16-byte stores; the staged
 // plan reads residual_out back from L2).
-// Accumulation: post8_collected (src/cuda/n4/post8.cuh: post8's bits), the token's 20 mixes read per vector as
+// Accumulation: post8 (src/cuda/n4/post8.cuh), the token's 20 mixes read per vector as
 // post_flat_kernel does.
 // Envelope: sm_90+ (bulk copies, mbarriers), n = 4, H % 512 == 0, 16-byte aligned rows; the
 // residual may be the broadcast [T,H] form (res_stream_stride 0: its row is copied 4 times).
@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(kBulkThreads, 1) post_bulk_kernel(const N4Para
     named_sync(1 + g, kSegVecs);
     if (me == 0 && tile + kPerGroup * step < tiles) fill_stage<kSegCols>(p, ahead.t, ahead.c, stages + s * kStageBytes, full + s * 8);
     uint4 out[kN];
-    post8_collected(post_weights(post, comb), r, lo, out);
+    post8(post_weights(post, comb), r, lo, out);
     bf16_t* dst = p.residual_out + w.t * p.residual_out_stride + static_cast<int64_t>(w.c) * kSegCols + me * 8;
 #pragma unroll
     for (int j = 0; j < kN; ++j) st16(dst + j * p.H, out[j]);
