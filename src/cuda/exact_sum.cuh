@@ -177,15 +177,28 @@ __device__ __forceinline__ uint32_t exact_sum_bf16x2(const float (&w)[N], const 
   return certified ? a : exact_sum_bf16x2_redo(w, v0, v1);
 }
 
-/// (N + 3) u max_j |w[j]| (u = 2^-24): with sum_j |v[j]| it bounds the error of the N-term
+/// max(a, b), NaN where either is NaN (fmaxf returns the other operand).
+__device__ __forceinline__ float max_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+
+/// (N + 3) u (u = 2^-24): times max_j |w[j]| and sum_j |v[j]|, it bounds the error of the N-term
 /// fp32 chain of exact_sum_bf16 (N roundings, each <= u times a partial sum <= max|w| sum|v|;
 /// the 3 spare u cover the rounding of the bound itself and of s -/+ e).
+template <int N>
+__device__ __forceinline__ constexpr float sum_error_unit() {
+  return static_cast<float>(N + 3) * 0x1p-24f;
+}
+
+/// The error scale sum_error_unit<N>() max_j |w[j]| of the weights w.
 template <int N>
 __device__ __forceinline__ float sum_error_scale(const float (&w)[N]) {
   float m = fabsf(w[0]);
 #pragma unroll
   for (int j = 1; j < N; ++j) m = fmaxf(m, fabsf(w[j]));
-  return m * (static_cast<float>(N + 3) * 0x1p-24f);
+  return m * sum_error_unit<N>();
 }
 
 /// The bound e for values whose absolute sum is `abs_sum`; 2^-140 covers fp32 underflow.

@@ -13,19 +13,25 @@ namespace mhc::cuda::n4 {
 struct PostWeights {
   float w[kN][kN + 1];  // w[k] = (post[k], comb[0,k], .., comb[3,k])
   float scale[kN];
-  float scale_all;      // max_k scale[k]: one bound for the 4 outputs of a column (post8_fast)
+  float scale_all;      // max_k scale[k], NaN where a weight is NaN: one bound (post8_fast), and
+                        // post8's guard against chains that could overflow or meet NaN / Inf
 };
 
 __device__ __forceinline__ PostWeights post_weights(const float* post, const float* comb) {
   PostWeights pw;
+  float all = 0.0f;
 #pragma unroll
   for (int k = 0; k < kN; ++k) {
     pw.w[k][0] = post[k];
 #pragma unroll
     for (int j = 0; j < kN; ++j) pw.w[k][j + 1] = comb[j * kN + k];
-    pw.scale[k] = sum_error_scale(pw.w[k]);
+    float m = fabsf(post[k]);  // sum_error_scale's maximum, NaN where a weight is
+#pragma unroll
+    for (int j = 1; j <= kN; ++j) m = max_nan(m, fabsf(pw.w[k][j]));
+    pw.scale[k] = m * sum_error_unit<kN + 1>();
+    all = max_nan(all, m);
   }
-  pw.scale_all = fmaxf(fmaxf(pw.scale[0], pw.scale[1]), fmaxf(pw.scale[2], pw.scale[3]));
+  pw.scale_all = all * sum_error_unit<kN + 1>();
   return pw;
 }
 
@@ -42,6 +48,12 @@ __device__ __forceinline__ PostWeights token_post_weights(const N4Params& p, int
 
 /// Per column pair, the 4 outputs run the branch-free fast path together (8 independent chains)
 /// and are tested once; the rare uncertified ones (about 1 pair in 500) are redone in double.
+/// One guard a column pair stands for the finiteness tests of its 4 pairs: where scale_all *
+/// (abs0 + abs1) < 2^100, every weight and value is finite and every chain's partial sums stay
+/// below 2^122, so the chains cannot overflow, their bounds hold and both interval ends are finite
+/// (pair_failure's exponent test can only fail where the guard does); the pairs themselves need
+/// only the comparison of their ends. A NaN or Inf anywhere fails the guard (scale_all is NaN
+/// for a NaN weight, Inf times anything is not below 2^100), and the column pair is redone.
 __device__ __forceinline__ void post8(const PostWeights& pw, const uint4 (&res)[kN], const uint4& lo,
                                       uint4 (&out)[kN]) {
   // the terms in the order of the weights: layer output, then the 4 streams
@@ -51,18 +63,19 @@ __device__ __forceinline__ void post8(const PostWeights& pw, const uint4 (&res)[
   for (int i = 0; i < 4; ++i) {
     float v0[kN + 1], v1[kN + 1], abs0, abs1;
     column_pair(terms, i, v0, v1, abs0, abs1);
-    bool certified[kN];
-    bool all = true;
+    const bool guarded = pw.scale_all * (abs0 + abs1) < 0x1p100f;
+    uint32_t upper[kN], apart = guarded ? 0u : 1u;
 #pragma unroll
     for (int k = 0; k < kN; ++k) {
-      w[k][i] = sum_bf16x2_fast(pw.w[k], v0, v1, sum_error_bound(pw.scale[k], abs0),
-                                sum_error_bound(pw.scale[k], abs1), certified[k]);
-      all = all && certified[k];
+      float s0, s1;
+      sum_bf16x2_interval(pw.w[k], v0, v1, sum_error_bound(pw.scale[k], abs0), sum_error_bound(pw.scale[k], abs1), s0,
+                          s1, w[k][i], upper[k]);
+      apart |= w[k][i] ^ upper[k];
     }
-    if (!all) {
+    if (apart != 0) {
 #pragma unroll
       for (int k = 0; k < kN; ++k) {
-        if (!certified[k]) w[k][i] = exact_sum_bf16x2_redo(pw.w[k], v0, v1);
+        if (!guarded || w[k][i] != upper[k]) w[k][i] = exact_sum_bf16x2_redo(pw.w[k], v0, v1);
       }
     }
   }

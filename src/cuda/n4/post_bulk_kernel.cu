@@ -95,14 +95,15 @@ __global__ void __launch_bounds__(kBulkThreads, 1) post_bulk_kernel(const N4Para
   }
   TileWalk w(first, step, segs), ahead(first + kPerGroup * step, step, segs);
   const unsigned char* my_stages = smem + kBarBytes + g * kPerGroup * kStageBytes;
-  for (int64_t i = 0, tile = first; tile < tiles; ++i, tile += step, w.next(), ahead.next()) {
-    const int s = static_cast<int>(i % kPerGroup);
+  int s = 0;           // the stage of this tile, and the parity of its barrier's phase
+  uint32_t parity = 0;
+  for (int64_t tile = first; tile < tiles; tile += step, w.next(), ahead.next()) {
     float post[kN], comb[kN * kN];
 #pragma unroll
     for (int j = 0; j < kN; ++j) post[j] = __ldcg(p.post_mix + w.t * p.post_mix_stride + j);
 #pragma unroll
     for (int j = 0; j < kN * kN; ++j) comb[j] = __ldcg(p.comb_mix + w.t * p.comb_mix_stride + j);
-    mbar_wait(full + s * 8, static_cast<uint32_t>((i / kPerGroup) & 1));
+    mbar_wait(full + s * 8, parity);
     const uint4* st = reinterpret_cast<const uint4*>(my_stages + s * kStageBytes);
     uint4 r[kN];
 #pragma unroll
@@ -116,6 +117,10 @@ __global__ void __launch_bounds__(kBulkThreads, 1) post_bulk_kernel(const N4Para
     bf16_t* dst = p.residual_out + w.t * p.residual_out_stride + static_cast<int64_t>(w.c) * kSegCols + me * 8;
 #pragma unroll
     for (int j = 0; j < kN; ++j) st16(dst + j * p.H, out[j]);
+    if (++s == kPerGroup) {
+      s = 0;
+      parity ^= 1u;
+    }
   }
 }
 
