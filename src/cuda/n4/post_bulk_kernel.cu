@@ -30,12 +30,19 @@ namespace mhc::cuda::n4 {
 
 namespace {
 
+#ifndef MHC_POST_BULK_STAGES
+#define MHC_POST_BULK_STAGES 3
+#endif
+#ifndef MHC_POST_BULK_DEFER
+#define MHC_POST_BULK_DEFER 0
+#endif
 constexpr int kBulkThreads = 512;
-constexpr int kPerGroup = 3;                          // stages a group: one consumed, two in flight
+constexpr int kPerGroup = MHC_POST_BULK_STAGES;       // stages a group: one consumed, two in flight
+constexpr bool kDefer = MHC_POST_BULK_DEFER != 0;
 constexpr int kRingCols = kBulkThreads * 8;           // the groups' segments side by side, any width
-constexpr int kBarBytes = 256;                        // full[] of every stage (8 groups x 3 at most)
+constexpr int kBarBytes = 1024;                       // full[] and empty[] of every stage
 constexpr int kBulkSmem = kBarBytes + kPerGroup * 5 * kRingCols * 2;  // 120.25 KB
-static_assert((kBulkThreads / 64) * kPerGroup * 8 <= kBarBytes, "barriers");
+static_assert((kBulkThreads / 64) * kPerGroup * 16 <= kBarBytes, "barriers");
 
 /// Steps (token, segment) through a group's tiles without a division: `step` tiles at a time.
 struct TileWalk {
@@ -76,9 +83,13 @@ __global__ void __launch_bounds__(kBulkThreads, 1) post_bulk_kernel(const N4Para
   pdl_launch_dependents();
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const int g = threadIdx.x / kSegVecs, me = threadIdx.x % kSegVecs;
-  const uint32_t full = base + g * kPerGroup * 8, stages = base + kBarBytes + g * kPerGroup * kStageBytes;
+  const uint32_t full = base + g * kPerGroup * 16, stages = base + kBarBytes + g * kPerGroup * kStageBytes;
+  const uint32_t empty = full + kPerGroup * 8;
   if (me == 0) {
-    for (int s = 0; s < kPerGroup; ++s) mbar_init(full + s * 8, 1);
+    for (int s = 0; s < kPerGroup; ++s) {
+      mbar_init(full + s * 8, 1);
+      mbar_init(empty + s * 8, kSegVecs / 32);
+    }
     mbar_init_fence();
   }
   __syncthreads();
@@ -93,10 +104,10 @@ __global__ void __launch_bounds__(kBulkThreads, 1) post_bulk_kernel(const N4Para
       fill_stage<kSegCols>(p, w.t, w.c, stages + s * kStageBytes, full + s * 8);
     }
   }
-  TileWalk w(first, step, segs), ahead(first + kPerGroup * step, step, segs);
+  TileWalk w(first, step, segs), ahead(first + (kDefer ? kPerGroup - 1 : kPerGroup) * step, step, segs);
   const unsigned char* my_stages = smem + kBarBytes + g * kPerGroup * kStageBytes;
   int s = 0;           // the stage of this tile, and the parity of its barrier's phase
-  uint32_t parity = 0;
+  uint32_t parity = 0, prev_parity = 0;
   for (int64_t tile = first; tile < tiles; tile += step, w.next(), ahead.next()) {
     float post[kN], comb[kN * kN];
 #pragma unroll
@@ -109,9 +120,22 @@ __global__ void __launch_bounds__(kBulkThreads, 1) post_bulk_kernel(const N4Para
 #pragma unroll
     for (int j = 0; j < kN; ++j) r[j] = st[j * kSegVecs + me];
     const uint4 lo = st[kN * kSegVecs + me];
-    // Every thread of the group has read the stage: its thread 0 refills it.
-    named_sync(1 + g, kSegVecs);
-    if (me == 0 && tile + kPerGroup * step < tiles) fill_stage<kSegCols>(p, ahead.t, ahead.c, stages + s * kStageBytes, full + s * 8);
+    if (kDefer) {
+      // Each warp tells the stage's empty barrier it has read it; thread 0 refills the stage of
+      // the tile before this one, whose readers have had a tile's work to arrive.
+      __syncwarp();
+      if ((me & 31) == 0) mbar_arrive(empty + s * 8);
+      const int ps = s == 0 ? kPerGroup - 1 : s - 1;
+      if (me == 0 && tile != first && tile + (kPerGroup - 1) * step < tiles) {
+        mbar_wait(empty + ps * 8, prev_parity);
+        fill_stage<kSegCols>(p, ahead.t, ahead.c, stages + ps * kStageBytes, full + ps * 8);
+      }
+      prev_parity = parity;
+    } else {
+      // Every thread of the group has read the stage: its thread 0 refills it.
+      named_sync(1 + g, kSegVecs);
+      if (me == 0 && tile + kPerGroup * step < tiles) fill_stage<kSegCols>(p, ahead.t, ahead.c, stages + s * kStageBytes, full + s * 8);
+    }
     uint4 out[kN];
     post8(post_weights(post, comb), r, lo, out);
     bf16_t* dst = p.residual_out + w.t * p.residual_out_stride + static_cast<int64_t>(w.c) * kSegCols + me * 8;
