@@ -30,23 +30,12 @@ namespace mhc::cuda::n4 {
 
 namespace {
 
-#ifndef MHC_POST_BULK_STAGES
-#define MHC_POST_BULK_STAGES 3
-#endif
-#ifndef MHC_POST_BULK_MIXES
-#define MHC_POST_BULK_MIXES 0
-#endif
-#ifndef MHC_POST_BULK_DEFER
-#define MHC_POST_BULK_DEFER 0
-#endif
 constexpr int kBulkThreads = 512;
-constexpr int kPerGroup = MHC_POST_BULK_STAGES;       // stages a group: one consumed, two in flight
-constexpr bool kDefer = MHC_POST_BULK_DEFER != 0;
+constexpr int kPerGroup = 3;                          // stages a group: one consumed, two in flight
 constexpr int kRingCols = kBulkThreads * 8;           // the groups' segments side by side, any width
-constexpr int kBarBytes = 1024;                       // full[] and empty[] of every stage
-constexpr int kMixBytes = 128;                        // a stage's token mixes: post (16 B), comb (64 B)
-constexpr int kBulkSmem = kBarBytes + kPerGroup * (5 * kRingCols * 2 + 8 * kMixBytes);
-static_assert((kBulkThreads / 64) * kPerGroup * 16 <= kBarBytes, "barriers");
+constexpr int kBarBytes = 256;                        // full[] of every stage (8 groups x 3 at most)
+constexpr int kBulkSmem = kBarBytes + kPerGroup * 5 * kRingCols * 2;  // 120.25 KB
+static_assert((kBulkThreads / 64) * kPerGroup * 8 <= kBarBytes, "barriers");
 
 /// Steps (token, segment) through a group's tiles without a division: `step` tiles at a time.
 struct TileWalk {
@@ -68,38 +57,28 @@ struct TileWalk {
   }
 };
 
-// The 5 copies of tile (t, c) into stage `st`, completing `bar`, and where `mixes` the token's
-// post and comb mixes after them (80 bytes).
+// The 5 copies of tile (t, c) into stage `st`, completing `bar`.
 template <int kSegCols>
-__device__ __forceinline__ void fill_stage(const N4Params& p, int64_t t, int c, uint32_t st, uint32_t bar, bool mixes) {
+__device__ __forceinline__ void fill_stage(const N4Params& p, int64_t t, int c, uint32_t st, uint32_t bar) {
   constexpr int kSegBytes = kSegCols * 2;
-  mbar_expect_tx(bar, 5 * kSegBytes + (mixes ? (kN + kN * kN) * 4 : 0));
+  mbar_expect_tx(bar, 5 * kSegBytes);
   const bf16_t* res = p.residual + t * p.residual_stride + static_cast<int64_t>(c) * kSegCols;
 #pragma unroll
   for (int j = 0; j < kN; ++j) bulk_load(st + j * kSegBytes, res + j * p.res_stream_stride, kSegBytes, bar);
   bulk_load(st + kN * kSegBytes, p.layer_output + t * p.layer_output_stride + static_cast<int64_t>(c) * kSegCols, kSegBytes,
             bar);
-  if (mixes) {
-    bulk_load(st + 5 * kSegBytes, p.post_mix + t * p.post_mix_stride, kN * 4, bar);
-    bulk_load(st + 5 * kSegBytes + kN * 4, p.comb_mix + t * p.comb_mix_stride, kN * kN * 4, bar);
-  }
 }
 
 template <int kSegCols>
 __global__ void __launch_bounds__(kBulkThreads, 1) post_bulk_kernel(const N4Params p) {
-  constexpr int kSegVecs = kSegCols / 8, kGroups = kBulkThreads / kSegVecs,
-                kStageBytes = 5 * kSegCols * 2 + kMixBytes;
+  constexpr int kSegVecs = kSegCols / 8, kGroups = kBulkThreads / kSegVecs, kStageBytes = 5 * kSegCols * 2;
   extern __shared__ __align__(128) unsigned char smem[];
   pdl_launch_dependents();
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const int g = threadIdx.x / kSegVecs, me = threadIdx.x % kSegVecs;
-  const uint32_t full = base + g * kPerGroup * 16, stages = base + kBarBytes + g * kPerGroup * kStageBytes;
-  const uint32_t empty = full + kPerGroup * 8;
+  const uint32_t full = base + g * kPerGroup * 8, stages = base + kBarBytes + g * kPerGroup * kStageBytes;
   if (me == 0) {
-    for (int s = 0; s < kPerGroup; ++s) {
-      mbar_init(full + s * 8, 1);
-      mbar_init(empty + s * 8, kSegVecs / 32);
-    }
+    for (int s = 0; s < kPerGroup; ++s) mbar_init(full + s * 8, 1);
     mbar_init_fence();
   }
   __syncthreads();
@@ -108,59 +87,31 @@ __global__ void __launch_bounds__(kBulkThreads, 1) post_bulk_kernel(const N4Para
   const int64_t tiles = p.T * segs;
   const int64_t step = static_cast<int64_t>(kGroups) * gridDim.x;
   const int64_t first = blockIdx.x + static_cast<int64_t>(g) * gridDim.x;
-  // The mixes ride with the tile's copies where their rows allow bulk copies (16-byte aligned).
-  const bool mixes = MHC_POST_BULK_MIXES && ((reinterpret_cast<uintptr_t>(p.post_mix) | reinterpret_cast<uintptr_t>(p.comb_mix)) & 15) == 0 &&
-                     (p.post_mix_stride & 3) == 0 && (p.comb_mix_stride & 3) == 0;
   if (me == 0) {  // the group's first kPerGroup tiles
     TileWalk w(first, step, segs);
     for (int s = 0; s < kPerGroup && first + s * step < tiles; ++s, w.next()) {
-      fill_stage<kSegCols>(p, w.t, w.c, stages + s * kStageBytes, full + s * 8, mixes);
+      fill_stage<kSegCols>(p, w.t, w.c, stages + s * kStageBytes, full + s * 8);
     }
   }
-  TileWalk w(first, step, segs), ahead(first + (kDefer ? kPerGroup - 1 : kPerGroup) * step, step, segs);
+  TileWalk w(first, step, segs), ahead(first + kPerGroup * step, step, segs);
   const unsigned char* my_stages = smem + kBarBytes + g * kPerGroup * kStageBytes;
   int s = 0;           // the stage of this tile, and the parity of its barrier's phase
-  uint32_t parity = 0, prev_parity = 0;
+  uint32_t parity = 0;
   for (int64_t tile = first; tile < tiles; tile += step, w.next(), ahead.next()) {
     float post[kN], comb[kN * kN];
-    if (!mixes) {
 #pragma unroll
-      for (int j = 0; j < kN; ++j) post[j] = __ldcg(p.post_mix + w.t * p.post_mix_stride + j);
+    for (int j = 0; j < kN; ++j) post[j] = __ldcg(p.post_mix + w.t * p.post_mix_stride + j);
 #pragma unroll
-      for (int j = 0; j < kN * kN; ++j) comb[j] = __ldcg(p.comb_mix + w.t * p.comb_mix_stride + j);
-    }
+    for (int j = 0; j < kN * kN; ++j) comb[j] = __ldcg(p.comb_mix + w.t * p.comb_mix_stride + j);
     mbar_wait(full + s * 8, parity);
     const uint4* st = reinterpret_cast<const uint4*>(my_stages + s * kStageBytes);
-    if (mixes) {
-      const float4* m = reinterpret_cast<const float4*>(st + 5 * kSegVecs);
-      const float4 q = m[0];
-      post[0] = q.x, post[1] = q.y, post[2] = q.z, post[3] = q.w;
-#pragma unroll
-      for (int j = 0; j < kN; ++j) {
-        const float4 c4 = m[1 + j];
-        comb[4 * j] = c4.x, comb[4 * j + 1] = c4.y, comb[4 * j + 2] = c4.z, comb[4 * j + 3] = c4.w;
-      }
-    }
     uint4 r[kN];
 #pragma unroll
     for (int j = 0; j < kN; ++j) r[j] = st[j * kSegVecs + me];
     const uint4 lo = st[kN * kSegVecs + me];
-    if (kDefer) {
-      // Each warp tells the stage's empty barrier it has read it; thread 0 refills the stage of
-      // the tile before this one, whose readers have had a tile's work to arrive.
-      __syncwarp();
-      if ((me & 31) == 0) mbar_arrive(empty + s * 8);
-      const int ps = s == 0 ? kPerGroup - 1 : s - 1;
-      if (me == 0 && tile != first && tile + (kPerGroup - 1) * step < tiles) {
-        mbar_wait(empty + ps * 8, prev_parity);
-        fill_stage<kSegCols>(p, ahead.t, ahead.c, stages + ps * kStageBytes, full + ps * 8, mixes);
-      }
-      prev_parity = parity;
-    } else {
-      // Every thread of the group has read the stage: its thread 0 refills it.
-      named_sync(1 + g, kSegVecs);
-      if (me == 0 && tile + kPerGroup * step < tiles) fill_stage<kSegCols>(p, ahead.t, ahead.c, stages + s * kStageBytes, full + s * 8, mixes);
-    }
+    // Every thread of the group has read the stage: its thread 0 refills it.
+    named_sync(1 + g, kSegVecs);
+    if (me == 0 && tile + kPerGroup * step < tiles) fill_stage<kSegCols>(p, ahead.t, ahead.c, stages + s * kStageBytes, full + s * 8);
     uint4 out[kN];
     post8(post_weights(post, comb), r, lo, out);
     bf16_t* dst = p.residual_out + w.t * p.residual_out_stride + static_cast<int64_t>(w.c) * kSegCols + me * 8;
