@@ -52,7 +52,6 @@ __global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB, kWide ? 1
   static_assert(!kWide || kVecs == kBatch, "the wide shape: two vectors a thread, one batch");
   extern __shared__ uint4 s_row[];  // the wide shape's collapsed row, for the fold's chains
   __shared__ float scratch[kThreadsB / 32];
-  __shared__ float s_inv;
   pdl_launch_dependents();
   pdl_wait();  // the streams and the pre come from the kernels before this one
   const int tid = threadIdx.x;
@@ -95,7 +94,7 @@ __global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB, kWide ? 1
         u[b + q] = collapse_vec(mode, pre, pre_scale, r[q]);
         if (!fold) {
           st16(dst + v * 8, u[b + q]);
-        } else if (kWide) {
+        } else if constexpr (kWide) {
           s_row[v] = u[b + q];
         } else {
           add_squares(u[b + q], sq[0]);
@@ -105,10 +104,11 @@ __global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB, kWide ? 1
   }
   if (!fold) return;  // block-uniform
   float inv;
-  if (!kWide) {
+  if constexpr (!kWide) {
     block_sum(sq, scratch);
     inv = 1.0f / sqrtf(sq[0] / static_cast<float>(p.H) + p.rmsnorm_eps);
   } else {
+    __shared__ float s_inv;
     __syncthreads();  // the row is in shared memory
     if (tid < kThreadsB) {
       for (int64_t v = tid; v < vecs; v += kThreadsB) add_squares(s_row[v], sq[0]);

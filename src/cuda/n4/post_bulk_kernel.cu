@@ -25,6 +25,7 @@
 #include "src/cuda/n4/kernels.hpp"
 #include "src/cuda/n4/post8.cuh"
 #include "src/cuda/ptx.cuh"
+#include "src/cuda/row_walk.cuh"
 
 namespace mhc::cuda::n4 {
 
@@ -36,26 +37,6 @@ constexpr int kRingCols = kBulkThreads * 8;           // the groups' segments si
 constexpr int kBarBytes = 256;                        // full[] of every stage (8 groups x 3 at most)
 constexpr int kBulkSmem = kBarBytes + kPerGroup * 5 * kRingCols * 2;  // 120.25 KB
 static_assert((kBulkThreads / 64) * kPerGroup * 8 <= kBarBytes, "barriers");
-
-/// Steps (token, segment) through a group's tiles without a division: `step` tiles at a time.
-struct TileWalk {
-  int64_t t;
-  int c, segs, dt, dc;
-  __device__ TileWalk(int64_t first, int64_t step, int segs_) : segs(segs_) {
-    t = first / segs;
-    c = static_cast<int>(first - t * segs);
-    dt = static_cast<int>(step / segs);
-    dc = static_cast<int>(step - static_cast<int64_t>(dt) * segs);
-  }
-  __device__ void next() {
-    t += dt;
-    c += dc;
-    if (c >= segs) {
-      c -= segs;
-      ++t;
-    }
-  }
-};
 
 // The 5 copies of tile (t, c) into stage `st`, completing `bar`.
 template <int kSegCols>
@@ -88,21 +69,21 @@ __global__ void __launch_bounds__(kBulkThreads, 1) post_bulk_kernel(const N4Para
   const int64_t step = static_cast<int64_t>(kGroups) * gridDim.x;
   const int64_t first = blockIdx.x + static_cast<int64_t>(g) * gridDim.x;
   if (me == 0) {  // the group's first kPerGroup tiles
-    TileWalk w(first, step, segs);
+    RowWalk w(first, step, segs);
     for (int s = 0; s < kPerGroup && first + s * step < tiles; ++s, w.next()) {
-      fill_stage<kSegCols>(p, w.t, w.c, stages + s * kStageBytes, full + s * 8);
+      fill_stage<kSegCols>(p, w.row, w.col, stages + s * kStageBytes, full + s * 8);
     }
   }
-  TileWalk w(first, step, segs), ahead(first + kPerGroup * step, step, segs);
+  RowWalk w(first, step, segs), ahead(first + kPerGroup * step, step, segs);
   const unsigned char* my_stages = smem + kBarBytes + g * kPerGroup * kStageBytes;
   int s = 0;           // the stage of this tile, and the parity of its barrier's phase
   uint32_t parity = 0;
   for (int64_t tile = first; tile < tiles; tile += step, w.next(), ahead.next()) {
     float post[kN], comb[kN * kN];
 #pragma unroll
-    for (int j = 0; j < kN; ++j) post[j] = __ldcg(p.post_mix + w.t * p.post_mix_stride + j);
+    for (int j = 0; j < kN; ++j) post[j] = __ldcg(p.post_mix + w.row * p.post_mix_stride + j);
 #pragma unroll
-    for (int j = 0; j < kN * kN; ++j) comb[j] = __ldcg(p.comb_mix + w.t * p.comb_mix_stride + j);
+    for (int j = 0; j < kN * kN; ++j) comb[j] = __ldcg(p.comb_mix + w.row * p.comb_mix_stride + j);
     mbar_wait(full + s * 8, parity);
     const uint4* st = reinterpret_cast<const uint4*>(my_stages + s * kStageBytes);
     uint4 r[kN];
@@ -111,10 +92,10 @@ __global__ void __launch_bounds__(kBulkThreads, 1) post_bulk_kernel(const N4Para
     const uint4 lo = st[kN * kSegVecs + me];
     // Every thread of the group has read the stage: its thread 0 refills it.
     named_sync(1 + g, kSegVecs);
-    if (me == 0 && tile + kPerGroup * step < tiles) fill_stage<kSegCols>(p, ahead.t, ahead.c, stages + s * kStageBytes, full + s * 8);
+    if (me == 0 && tile + kPerGroup * step < tiles) fill_stage<kSegCols>(p, ahead.row, ahead.col, stages + s * kStageBytes, full + s * 8);
     uint4 out[kN];
     post8(post_weights(post, comb), r, lo, out);
-    bf16_t* dst = p.residual_out + w.t * p.residual_out_stride + static_cast<int64_t>(w.c) * kSegCols + me * 8;
+    bf16_t* dst = p.residual_out + w.row * p.residual_out_stride + static_cast<int64_t>(w.col) * kSegCols + me * 8;
 #pragma unroll
     for (int j = 0; j < kN; ++j) st16(dst + j * p.H, out[j]);
     if (++s == kPerGroup) {

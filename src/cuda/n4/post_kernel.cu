@@ -27,6 +27,7 @@
 #include "src/cuda/n4/kernels.hpp"
 #include "src/cuda/n4/post8.cuh"
 #include "src/cuda/ptx.cuh"
+#include "src/cuda/row_walk.cuh"
 
 namespace mhc::cuda::n4 {
 
@@ -64,30 +65,6 @@ __device__ __noinline__ void post_flat_fix(const bf16_t* res, int64_t res_stream
     }
   }
 }
-
-/// The grid stride over post_flat_kernel's (token, 8-column vector) items without a division:
-/// this thread's first item, and a step of the grid's thread count (dt tokens and dv vectors).
-struct ItemStride {
-  int vecs, dt, dv;
-  __device__ explicit ItemStride(int64_t H) : vecs(static_cast<int>(H / 8)) {  // H <= kMaxH
-    const int threads = static_cast<int>(gridDim.x * blockDim.x);
-    dt = threads / vecs;
-    dv = threads - dt * vecs;
-  }
-  __device__ void first(int64_t& t, int& v) const {
-    const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-    t = i / vecs;
-    v = i - static_cast<int>(t) * vecs;
-  }
-  __device__ void step(int64_t& t, int& v) const {
-    t += dt;
-    v += dv;
-    if (v >= vecs) {
-      v -= vecs;
-      ++t;
-    }
-  }
-};
 
 /// post alone, kPostFlat: one thread per (token, 8 columns) item of all 4 streams, grid-stride.
 /// kForm 0 (large T) takes two stride steps at a time: both items' loads are issued before
@@ -152,48 +129,37 @@ __global__ void __launch_bounds__(kThreadsB, (kForm & 8) != 0 ? kPostOneStepBloc
   };
   auto item = [&](int64_t t, int64_t v) { finish(t, v, load(t, v)); };
   if constexpr (kTwo || kPipelined || kNoDivision) {
-    const ItemStride stride(p.H);
-    int64_t t;
-    int v;
-    stride.first(t, v);
+    // (token, vector) items, a grid's threads apart (H <= kMaxH: H / 8 fits an int)
+    RowWalk w(static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, static_cast<int64_t>(gridDim.x) * blockDim.x,
+              static_cast<int>(p.H / 8));
     if constexpr (kPipelined) {
-      if (t >= p.T) return;
-      In cur = load(t, v);
+      if (w.row >= p.T) return;
+      In cur = load(w.row, w.col);
       while (true) {
-        int64_t t2 = t;
-        int v2 = v;
-        stride.step(t2, v2);
-        const bool more = t2 < p.T;
-        const In next = load(more ? t2 : t, more ? v2 : v);  // the last step reloads its own item
-        finish(t, v, cur);
+        RowWalk w2 = w;
+        w2.next();
+        const bool more = w2.row < p.T;
+        const In next = load(more ? w2.row : w.row, more ? w2.col : w.col);  // the last step reloads its own item
+        finish(w.row, w.col, cur);
         if (!more) break;
         cur = next;
-        t = t2;
-        v = v2;
+        w = w2;
       }
     } else if constexpr (kTwo) {
       // Two steps at a time: both items' loads are issued before either's arithmetic.
-      while (t < p.T) {
-        int64_t t2 = t;
-        int v2 = v;
-        stride.step(t2, v2);
-        const bool two = t2 < p.T;
-        const In a = load(t, v);
-        const In b = load(two ? t2 : t, two ? v2 : v);
-        finish(t, v, a);
-        if (two) finish(t2, v2, b);
-        t = t2;
-        v = v2;
-        stride.step(t, v);
+      while (w.row < p.T) {
+        RowWalk w2 = w;
+        w2.next();
+        const bool two = w2.row < p.T;
+        const In a = load(w.row, w.col);
+        const In b = load(two ? w2.row : w.row, two ? w2.col : w.col);
+        finish(w.row, w.col, a);
+        if (two) finish(w2.row, w2.col, b);
+        w = w2;
+        w.next();
       }
     } else {
-      for (; t < p.T; t += stride.dt, v += stride.dv) {
-        if (v >= stride.vecs) {
-          v -= stride.vecs;
-          if (++t >= p.T) break;
-        }
-        item(t, v);
-      }
+      for (; w.row < p.T; w.next()) item(w.row, w.col);
     }
   } else {
     const int64_t vecs = p.H / 8;
