@@ -10,6 +10,10 @@
 //            bits of lines: the butterfly forms (x0 + x1) + (x2 + x3) in every lane)
 //   pair     one thread; per pair of lines one reciprocal: 1/a = b * rcp(a * b)
 //   lines    one thread, line by line: 4 reciprocals per half-step (session 8's shipped form)
+//   scale    one thread; the matrix kept as diag(a) K diag(b) (K the softmax step's matrix, every
+//            step a diagonal scaling): a row step a_j <- a_j / (a_j (K b)_j + eps), a column step
+//            b_k <- b_k / (b_k (K^T a)_k + eps), c = a_j K_jk b_k at the end: 8 reciprocals and
+//            ~56 instructions an iteration against the shipped form's 4 and ~76
 // Standalone probe, from the repository root:
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I. -Iinclude -o /tmp/sk \
 //        bench/probes/sinkhorn_forms.cu && /tmp/sk
@@ -58,6 +62,28 @@ __device__ __forceinline__ void sinkhorn_pair(float (&c)[16], float eps) {
     if (it > 0) normalise_pairs<4, 1>(c, eps);
     normalise_pairs<1, 4>(c, eps);
   }
+}
+
+// The diagonal-scaling form: c = diag(a) K diag(b), K after the softmax step.
+__device__ __forceinline__ void sinkhorn_scale(float (&c)[16], float eps) {
+  sinkhorn_rows_softmax<4>(c, eps);
+  float a[4] = {1.0f, 1.0f, 1.0f, 1.0f}, b[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) b[k] = fast_rcp(((c[k] + c[4 + k]) + (c[8 + k] + c[12 + k])) + eps);  // iteration 0
+  for (int it = 1; it < kIters; ++it) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float kb = fmaf(c[j * 4], b[0], c[j * 4 + 1] * b[1]) + fmaf(c[j * 4 + 2], b[2], c[j * 4 + 3] * b[3]);
+      a[j] *= fast_rcp(fmaf(a[j], kb, eps));
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float ka = fmaf(c[k], a[0], c[4 + k] * a[1]) + fmaf(c[8 + k], a[2], c[12 + k] * a[3]);
+      b[k] *= fast_rcp(fmaf(b[k], ka, eps));
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 16; ++i) c[i] = (a[i / 4] * c[i]) * b[i % 4];
 }
 
 // The line-by-line form (session 8's shipped form; epilogue.cuh keeps it for N != 4 and a large eps).
@@ -124,6 +150,7 @@ __global__ void run(const float* in, float* out, long long* cycles, int form) {
       if (form == 1) sinkhorn_unrolled(c, kEps);
       if (form == 3) sinkhorn_pair(c, kEps);
       if (form == 4) sinkhorn_lines(c, kEps);
+      if (form == 5) sinkhorn_scale(c, kEps);
       dt = clock64() - t0;
 #pragma unroll
       for (int i = 0; i < 16; ++i) out[cs * 16 + i] = c[i];
@@ -172,9 +199,9 @@ int main() {
   cudaMalloc(&out, h_in.size() * 4);
   cudaMalloc(&cycles, kCases * 8);
   cudaMemcpy(in, h_in.data(), h_in.size() * 4, cudaMemcpyHostToDevice);
-  const char* names[] = {"shipped", "unroll", "lanes", "pair", "lines"};
+  const char* names[] = {"shipped", "unroll", "lanes", "pair", "lines", "scale"};
   std::vector<float> shipped(kCases * 16), got(kCases * 16);
-  for (int form = 0; form < 5; ++form) {
+  for (int form = 0; form < 6; ++form) {
     run<<<1, 32>>>(in, out, cycles, form);
     std::vector<long long> cyc(kCases);
     if (cudaMemcpy(got.data(), out, got.size() * 4, cudaMemcpyDeviceToHost) != cudaSuccess ||
