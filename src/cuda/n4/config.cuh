@@ -75,10 +75,6 @@ struct N4Params {
   const uint2* fn_frag;      // [chunks][4 mma warps][8 k16 steps][9 ntiles][32 lanes]
   bf16_t* residual_out; int64_t residual_out_stride;  // post output, or materialised copies
   float* partials;           // [chunks][T][25] (partial_at)
-  float* squares;            // [chunks][T] or null: each (token, chunk)'s sum of squares of
-                             // residual_out in the canonical order, formed by post_bulk_kernel
-                             // beside the post; the GEMM stage then leaves row 24 of its partials
-                             // out and finalize_kernel sums these instead (square_at)
   // phase B
   bool has_mixes, has_collapse;
   PreSource pre_source;
@@ -113,11 +109,6 @@ struct ChunkTileItems {
 /// scatters each item's stores 100 bytes apart; docs/performance-history.md, session 13).
 __device__ __forceinline__ float* partial_at(const N4Params& p, int64_t t, int chunk) {
   return p.partials + (static_cast<int64_t>(chunk) * p.T + t) * kPartial;
-}
-
-/// The chunk sum of squares of (token t, chunk) in p.squares ([chunk][T]).
-__device__ __forceinline__ float* square_at(const N4Params& p, int64_t t, int chunk) {
-  return p.squares + static_cast<int64_t>(chunk) * p.T + t;
 }
 #endif
 

@@ -19,8 +19,6 @@
 // (see finish_group for the zero terms; a group run is the sum of the group's real terms in
 // that order, so both layouts give the same bits). The epilogue is the shared code path, so the
 // mixes are the bits of the cuda_n4 rows.
-// Where p.squares is set (the staged post_pre: post_bulk_kernel formed them), the sums of
-// squares come from it ([chunk][T], the same canonical sum) and row 24 of the partials is unused.
 // Envelope: n = 4, H % 512 == 0, H <= 16384 (the n4 envelope); p.partials of p.T tokens.
 #include <cstdlib>
 
@@ -119,17 +117,6 @@ __global__ void __launch_bounds__(kFinThreads, kMinBlocks) finalize_kernel(const
   __syncthreads();
   if (tid < count) {
     const int64_t t = t0 + tid;
-    if (p.squares != nullptr) {
-      // The sums of squares formed by the post stage ([chunk][T]): the same canonical sum, the
-      // groups' 16 terms (0.0f past the chunks) in order, then the groups in order.
-      float sq = 0.0f;
-#pragma unroll 1
-      for (int g = 0; g < kPartialSplit; ++g) {
-        const float v = chunk_group_sum(g, p.chunks, [&](int c) { return __ldcg(square_at(p, t, c)); });
-        sq = g == 0 ? v : sq + v;
-      }
-      s_dot[tid][kRows] = sq;
-    }
     float pre[kN];
     mixes_epilogue<kN>(p.epi, s_dot[tid], s_dot[tid][kRows], p.inv_k, t, pre);
     if (f.pre != nullptr) *reinterpret_cast<float4*>(f.pre + t * kN) = make_float4(pre[0], pre[1], pre[2], pre[3]);

@@ -114,9 +114,6 @@ __device__ __forceinline__ void issue_cursor(const N4Params& p, const StepCursor
   }
 }
 
-// kSquares false: the dots alone (row 24 of the runs left out: p.squares holds the sums of
-// squares, formed by the post stage).
-template <bool kSquares>
 __global__ void __launch_bounds__(kGroupWarps * 32, 1) gemm_group_kernel(const N4Params p) {
   extern __shared__ __align__(128) unsigned char smem[];
   pdl_launch_dependents();
@@ -164,10 +161,10 @@ __global__ void __launch_bounds__(kGroupWarps * 32, 1) gemm_group_kernel(const N
         unsigned char* slot = ring + (s % kGroupSlots) * kSlotBytes;
         cp_async_wait<kGroupSlots - 1>();  // this lane's copies of step s have landed
         __syncwarp();                      // and the other lanes'
-        if constexpr (kSquares) square_sums(slot, lane, j == 0, sq);
+        square_sums(slot, lane, j == 0, sq);
         stream_dots(slot, frag + j * kMmaSteps * kNTiles * 32, lane, j == 0, part, unused);
         if (j == kN - 1) {
-          stage_item<kSquares>(lane, slot, part, sq, unused);
+          stage_item<true>(lane, slot, part, sq, unused);
           const float* staged = reinterpret_cast<const float*>(slot);
           const float* prev = reinterpret_cast<const float*>(run_buf);
           float* dst = group_run(p, range.g, tile, range.tiles);
@@ -194,8 +191,7 @@ __global__ void __launch_bounds__(kGroupWarps * 32, 1) gemm_group_kernel(const N
 }  // namespace
 
 bool configure_gemm_group_kernel(int device) {
-  return allow_dynamic_smem(gemm_group_kernel<true>, device, kGroupSmem) &&
-         allow_dynamic_smem(gemm_group_kernel<false>, device, kGroupSmem);
+  return allow_dynamic_smem(gemm_group_kernel, device, kGroupSmem);
 }
 
 bool gemm_group_fits(int64_t T, int chunks, size_t partial_floats) {
@@ -214,8 +210,7 @@ void launch_gemm_group_kernel(const N4Params& p, const LaunchCtx& ctx) {
   int64_t per_group = ctx.num_sms / groups;
   per_group = per_group < 1 ? 1 : per_group > tiles ? tiles : per_group;
   const unsigned blocks = static_cast<unsigned>(groups * per_group);  // <= max(num_sms, 8)
-  launch_kernel(p.squares != nullptr ? gemm_group_kernel<false> : gemm_group_kernel<true>, dim3(blocks), kGroupWarps * 32,
-                kGroupSmem, ctx, p);
+  launch_kernel(gemm_group_kernel, dim3(blocks), kGroupWarps * 32, kGroupSmem, ctx, p);
 }
 
 }  // namespace mhc::cuda::n4
@@ -224,6 +219,5 @@ void launch_gemm_group_kernel(const N4Params& p, const LaunchCtx& ctx) {
 // that every launched kernel is listed).
 #include "src/cuda/kernel_list.cuh"
 void mhc::cuda::n4::list_gemm_group_kernels(KernelList& out) {
-  add_kernel(out, gemm_group_kernel<true>, "n4::gemm_group_kernel");
-  add_kernel(out, gemm_group_kernel<false>, "n4::gemm_group_kernel<dots only>");
+  add_kernel(out, gemm_group_kernel, "n4::gemm_group_kernel");
 }

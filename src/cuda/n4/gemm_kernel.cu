@@ -57,13 +57,10 @@ static_assert(kGemmSmem <= 227 * 1024, "gemm_kernel shared memory");
 // partials; 7 the kernel with the square sums on the tensor cores (stream_dots<true>: the
 // diagonal of x x^T from the A fragments, in place of the fmaf chains; not the canonical order,
 // to measure what such a change would buy). Only 0 gives correct partials.
-// kSquares false: the dots alone, row 24 of the partials left out (p.squares holds the sums of
-// squares, formed by the post stage).
-template <bool kSquares = true, int kWarps = kGemmWarps, int kSlots = kGemmSlots, int kPart = 0>
+template <int kWarps = kGemmWarps, int kSlots = kGemmSlots, int kPart = 0>
 __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) {
   constexpr int kGemmThreads = kWarps * 32;
-  constexpr bool kCopies = kPart != 4 && kPart != 6,
-                 kDoSquares = kSquares && kPart != 1 && kPart != 3 && kPart != 5 && kPart != 7,
+  constexpr bool kCopies = kPart != 4 && kPart != 6, kDoSquares = kPart != 1 && kPart != 3 && kPart != 5 && kPart != 7,
                  kDots = kPart != 1 && kPart != 2 && kPart != 5, kStores = kPart != 5 && kPart != 6,
                  kMmaSquares = kPart == 7;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -126,7 +123,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) 
 }  // namespace
 
 bool configure_gemm_kernel(int device) {
-  return allow_dynamic_smem(gemm_kernel<true>, device, kGemmSmem) && allow_dynamic_smem(gemm_kernel<false>, device, kGemmSmem);
+  return allow_dynamic_smem(gemm_kernel<>, device, kGemmSmem);
 }
 
 #ifdef MHC_GEMM_PROBE
@@ -139,10 +136,10 @@ bool launch_gemm_probe_as(const N4Params& p, const LaunchCtx& ctx, int part, int
   static_assert(kSmem <= 227 * 1024, "probe shape's shared memory");
   int device = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&device));
-  static const bool allowed = allow_dynamic_smem(gemm_kernel<true, kWarps, kSlots, kPart>, device, kSmem);
+  static const bool allowed = allow_dynamic_smem(gemm_kernel<kWarps, kSlots, kPart>, device, kSmem);
   MHC_CHECK(allowed, "gemm probe: shared memory");
   const unsigned blocks = item_grid((p.T + kTile - 1) / kTile * p.chunks, ctx.num_sms, "gemm_kernel");
-  launch_kernel(gemm_kernel<true, kWarps, kSlots, kPart>, dim3(blocks), kWarps * 32, kSmem, ctx, p);
+  launch_kernel(gemm_kernel<kWarps, kSlots, kPart>, dim3(blocks), kWarps * 32, kSmem, ctx, p);
   return true;
 }
 
@@ -176,7 +173,7 @@ void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx) {
 #ifdef MHC_GEMM_PROBE
   if (launch_gemm_probe(p, ctx)) return;
 #endif
-  launch_kernel(p.squares != nullptr ? gemm_kernel<false> : gemm_kernel<true>, dim3(blocks), kGemmWarps * 32, kGemmSmem, ctx, p);
+  launch_kernel(gemm_kernel<>, dim3(blocks), kGemmWarps * 32, kGemmSmem, ctx, p);
 }
 
 }  // namespace mhc::cuda::n4
@@ -185,6 +182,5 @@ void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx) {
 // that every launched kernel is listed).
 #include "src/cuda/kernel_list.cuh"
 void mhc::cuda::n4::list_gemm_kernels(KernelList& out) {
-  add_kernel(out, gemm_kernel<true>, "n4::gemm_kernel");
-  add_kernel(out, gemm_kernel<false>, "n4::gemm_kernel<dots only>");
+  add_kernel(out, gemm_kernel<>, "n4::gemm_kernel");
 }

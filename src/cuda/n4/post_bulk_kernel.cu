@@ -18,13 +18,10 @@
 // group's tile kPerGroup ahead. Outputs are stored by the consumers (16-byte stores; the staged
 // plan reads residual_out back from L2).
 // Accumulation: post8 (src/cuda/n4/post8.cuh), the token's 20 mixes read per vector as
-// post_flat_kernel does. Where p.squares is set (the staged post_pre), also each (token, chunk)'s
-// sum of squares of the rounded outputs in the canonical order (vector_squares, then the 16-lane
-// butterfly), so that the GEMM stage need not form them.
+// post_flat_kernel does.
 // Envelope: sm_90+ (bulk copies, mbarriers), n = 4, H % 512 == 0, 16-byte aligned rows; the
 // residual may be the broadcast [T,H] form (res_stream_stride 0: its row is copied 4 times).
 #include "src/cuda/launch.cuh"
-#include "src/cuda/n4/canonical.cuh"
 #include "src/cuda/n4/kernels.hpp"
 #include "src/cuda/n4/post8.cuh"
 #include "src/cuda/ptx.cuh"
@@ -56,7 +53,6 @@ __device__ __forceinline__ void fill_stage(const N4Params& p, int64_t t, int c, 
 template <int kSegCols>
 __global__ void __launch_bounds__(kBulkThreads, 1) post_bulk_kernel(const N4Params p) {
   constexpr int kSegVecs = kSegCols / 8, kGroups = kBulkThreads / kSegVecs, kStageBytes = 5 * kSegCols * 2;
-  static_assert(kSegVecs % 32 == 0 && kSegCols % kChunkCols == 0, "a group is whole warps; a segment whole chunks");
   extern __shared__ __align__(128) unsigned char smem[];
   pdl_launch_dependents();
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -102,12 +98,6 @@ __global__ void __launch_bounds__(kBulkThreads, 1) post_bulk_kernel(const N4Para
     bf16_t* dst = p.residual_out + w.row * p.residual_out_stride + static_cast<int64_t>(w.col) * kSegCols + me * 8;
 #pragma unroll
     for (int j = 0; j < kN; ++j) st16(dst + j * p.H, out[j]);
-    if (p.squares != nullptr) {
-      // The chunk's 16 vectors are 16 consecutive lanes (a group starts on a warp): the
-      // canonical chains and butterfly, stored by the chunk's first lane.
-      const float sq = chunk_squares_butterfly(vector_squares(out));
-      if ((me & 15) == 0) *square_at(p, w.row, w.col * (kSegCols / kChunkCols) + me / 16) = sq;
-    }
     if (++s == kPerGroup) {
       s = 0;
       parity ^= 1u;

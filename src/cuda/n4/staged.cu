@@ -211,16 +211,12 @@ void post_and_gemm(const detail::Problem& p, const N4Params& s, const N4Params& 
 
 void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& m, Gemm gemm) {
   const LaunchCtx ctx = launch_ctx(p);
-  // The workspace scratch holds one slice's partials [chunks][slice][25], where the collapse
-  // uses the fresh pre its pre [slice][4] after them (16-byte aligned: chunks % 4 == 0), and
-  // where post_bulk_kernel forms the sums of squares (post_pre: the GEMM stage then runs its
-  // dots alone) their [chunks][slice] after that. Slices are multiples of the 32-token tile
-  // where the scratch holds one (the smallest workspace holds 31 tokens and their pre at
-  // H = 16384).
+  // The workspace scratch holds one slice's partials [chunks][slice][25] and, where the collapse
+  // uses the fresh pre, its pre [slice][4] after them (16-byte aligned: chunks % 4 == 0). Slices
+  // are multiples of the 32-token tile where the scratch holds one (the smallest workspace holds
+  // 31 tokens and their pre at H = 16384).
   const bool pre_buffer = k.has_collapse && k.pre_source == PreSource::kComputed && !k.head_mean;
-  const bool post_squares = k.has_post && gemm == Gemm::kMma && post_variant(p) == kPostBulk && stage_runs('p');
-  const int64_t per_token =
-      static_cast<int64_t>(m.chunks) * (kPartial + (post_squares ? 1 : 0)) + (pre_buffer ? kN : 0);
+  const int64_t per_token = static_cast<int64_t>(m.chunks) * kPartial + (pre_buffer ? kN : 0);
   const int64_t capacity = static_cast<int64_t>(p.workspace->scratch_bytes / sizeof(float));
   int64_t slice_tokens = capacity / per_token;
   if (slice_tokens >= kTile) slice_tokens -= slice_tokens % kTile;
@@ -229,11 +225,9 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
   const int64_t wanted = forced > 0 ? forced : k.has_collapse ? kStagedSliceTokens : 0;
   if (wanted > 0 && wanted < slice_tokens) slice_tokens = wanted;
   float* pre = pre_buffer ? k.partials + slice_tokens * m.chunks * kPartial : nullptr;
-  float* squares = post_squares ? k.partials + slice_tokens * (m.chunks * kPartial + (pre_buffer ? kN : 0)) : nullptr;
   for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
-    N4Params s = slice_params(k, t0, count), sm = slice_params(m, t0, count);
-    s.squares = sm.squares = squares;
+    const N4Params s = slice_params(k, t0, count), sm = slice_params(m, t0, count);
     const bool grouped = grouped_stage(p, sm, gemm, static_cast<size_t>(slice_tokens * m.chunks * kPartial));
     post_and_gemm(p, s, sm, ctx, gemm, grouped);
     if (stage_runs('f')) launch_finalize_kernel(sm, pre, grouped, stage_ctx(ctx, 'f'));
