@@ -162,10 +162,12 @@ int post_form(const detail::Problem& p) {
 }
 
 size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens) {
-  // One slice holds up to min(max_tokens, kScratchTokens) tokens at kScratchChunks chunks;
-  // larger H or T run as several slices. Never less than one tile at the largest H.
+  // One slice holds up to min(max_tokens, kScratchTokens) tokens at kScratchChunks chunks: their
+  // partials and the fresh pre after them (staged.cu; without the pre's 4 floats a token, a
+  // 16384-token call at H = 7168 ran as slices of 16320 and 64 tokens). Larger H or T run as
+  // several slices. Never less than one tile at the largest H.
   const int64_t tokens = max_tokens < kScratchTokens ? max_tokens : kScratchTokens;
-  const int64_t floats = tokens * kScratchChunks * kPartial;
+  const int64_t floats = tokens * (kScratchChunks * kPartial + kN);
   const int64_t minimum = static_cast<int64_t>(kTile) * kMaxChunks * kPartial;
   const size_t n4 = static_cast<size_t>(floats > minimum ? floats : minimum) * sizeof(float);
   const size_t decode = decode_scratch_bytes(decode_tokens);
