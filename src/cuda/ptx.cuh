@@ -160,6 +160,21 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
 #endif
 }
 
+// An acquire-release add on a shared-memory word (CTA scope; address as from
+// __cvta_generic_to_shared): gemm_group_kernel's count of the warps done with a buffer.
+__device__ __forceinline__ uint32_t atom_add_acq_rel_cta_shared(uint32_t addr, uint32_t v) {
+  uint32_t old;
+  asm volatile("atom.acq_rel.cta.shared::cta.add.u32 %0, [%1], %2;\n" : "=r"(old) : "r"(addr), "r"(v) : "memory");
+  return old;
+}
+// Orders this thread's (and, through what it acquired, other threads') earlier shared-memory
+// accesses before its later bulk copies into the same memory (sm_90+).
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
 // A release add whose result is not needed: the thread does not wait for it.
 __device__ __forceinline__ void red_add_release_gpu(uint32_t* p, uint32_t v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");

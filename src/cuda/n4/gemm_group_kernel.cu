@@ -8,10 +8,13 @@
 // Grid mapping: min(chunks, 8) groups x per_group 256-thread blocks, per_group = the
 // multiprocessors / groups (16 on an H200: 128 blocks, one a multiprocessor), at most the tiles;
 // block i of group g takes the group's i-th share of the 32-token tiles (GroupRange). It makes
-// one pass per chunk of the group in chunk order: the chunk's B fragments (72 KB) into shared
-// memory between two __syncthreads, then warp w runs the items (chunk, tile) for its tiles w,
-// w + 8, .. of the share exactly as gemm_kernel runs an item (gemm_step.cuh: 4 steps, one per
-// stream, from a private ring of cp.async slots that crosses item and pass boundaries). The same
+// one pass per chunk of the group in chunk order, warp w running the items (chunk, tile) for its
+// tiles w, w + 8, .. of the share exactly as gemm_kernel runs an item (gemm_step.cuh: 4 steps,
+// one per stream, from a private ring of cp.async slots that crosses item and pass boundaries).
+// The chunk's B fragments (72 KB) lie in shared memory as 4 stream quarters of 18 KB, each with
+// an mbarrier: the last warp to be done with a quarter in a pass (a shared counter) reloads it
+// for the next pass by one bulk copy, so no block barrier stops the warps between passes and a
+// pass's first steps overlap the last steps of the pass before. The same
 // warp owns a tile in every pass, so the running group sum of a tile is its own: the first pass
 // stores the chunk's partials, a later pass copies the run written by the pass before (cp.async
 // into the warp's 3200-byte run buffer, issued after this pass's barrier) and stores run +
@@ -23,8 +26,8 @@
 // chunk_group_sum before its zero terms, which finalize_kernel adds (finish_group). The bits
 // of finalize_kernel's sums are therefore the same from either GEMM kernel.
 // Envelope: gemm_kernel's (n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows); the group
-// runs need min(chunks, 8) x tiles x 32 x 25 floats of p.partials, 16-byte aligned; 225 KB of
-// dynamic shared memory (configure_gemm_group_kernel).
+// runs need min(chunks, 8) x tiles x 32 x 25 floats of p.partials, 16-byte aligned; sm_90+ (bulk
+// copies, mbarriers) with 225 KB of dynamic shared memory (configure_gemm_group_kernel).
 // Speed on the H200: docs/performance.md (the mixes stage row; the staged plan takes this kernel
 // from kGroupedTokens a slice, staged.cu).
 #include "src/cuda/launch.cuh"
@@ -45,8 +48,13 @@ constexpr int kRunVecs = kRunBytes / 16;                    // 200
 // The step of an item that carries the copy of the run its store adds to: issued after the
 // item's first step (so after the pass's barrier) and after the item before it has stored.
 constexpr int kRunCopyStep = kGroupSlots;
-constexpr int kGroupSmem = kFragBytes + kGroupWarps * (kGroupSlots * kSlotBytes + kRunBytes);  // 225 KB
+constexpr int kStreamFragBytes = kFragBytes / kN;          // one stream's B fragments: 18 KB
+constexpr int kWarpBytes = kGroupSlots * kSlotBytes + kRunBytes;
+// After the fragments and the warps' rings: full[4] mbarriers, then done[4] counters.
+constexpr int kBarOffset = kFragBytes + kGroupWarps * kWarpBytes;
+constexpr int kGroupSmem = kBarOffset + kN * 8 + kN * 4;   // 225 KB + 48 bytes
 static_assert(kGroupSmem <= 227 * 1024, "gemm_group_kernel shared memory");
+static_assert(kStreamFragBytes % 16 == 0 && kBarOffset % 8 == 0, "bulk copies and mbarriers");
 static_assert(kRunCopyStep < kN && kRunBytes % 16 == 0, "the run copy rides on a later step of the item");
 
 /// The group run of (group g, tile): 32 tokens x 25 floats, 3200-byte aligned.
@@ -114,17 +122,38 @@ __device__ __forceinline__ void issue_cursor(const N4Params& p, const StepCursor
   }
 }
 
+// Stream j's B fragments of chunk `chunk` into their quarter of the fragment buffer by one bulk
+// copy, completing full[j].
+__device__ __forceinline__ void load_stream_fragments(const N4Params& p, uint32_t frag, uint32_t full, int chunk, int j) {
+  mbar_expect_tx(full + 8 * j, kStreamFragBytes);
+  bulk_load(frag + j * kStreamFragBytes,
+            p.fn_frag + static_cast<int64_t>(chunk) * kFragWords + j * (kFragWords / kN), kStreamFragBytes,
+            full + 8 * j);
+}
+
 __global__ void __launch_bounds__(kGroupWarps * 32, 1) gemm_group_kernel(const N4Params p) {
   extern __shared__ __align__(128) unsigned char smem[];
   pdl_launch_dependents();
   const GroupRange range(p);
   if (range.count <= 0) return;  // block-uniform
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  const uint32_t frag_addr = shared_addr(smem), full = frag_addr + kBarOffset, done = full + kN * 8;
+  const int passes = group_chunks(range.g, range.chunks);
+  if (threadIdx.x == 0) {
+    for (int j = 0; j < kN; ++j) {
+      mbar_init(full + 8 * j, 1);
+      reinterpret_cast<uint32_t*>(smem + kBarOffset + kN * 8)[j] = 0;
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
   // The first chunk's fragments are weights: their copies overlap the end of the kernel before.
-  load_fragments<kGroupWarps * 32>(p, smem, range.g, static_cast<int>(threadIdx.x));
-  cp_async_commit();
+  if (threadIdx.x == 0) {
+    fence_proxy_async_shared();
+    for (int j = 0; j < kN; ++j) load_stream_fragments(p, frag_addr, full, range.g, j);
+  }
   pdl_wait();
-  unsigned char* ring = smem + kFragBytes + warp * (kGroupSlots * kSlotBytes + kRunBytes);
+  unsigned char* ring = smem + kFragBytes + warp * kWarpBytes;
   unsigned char* run_buf = ring + kGroupSlots * kSlotBytes;
   StepCursor issue(range, warp);
 #pragma unroll
@@ -139,20 +168,13 @@ __global__ void __launch_bounds__(kGroupWarps * 32, 1) gemm_group_kernel(const N
   float sq[kUnits];
   float unused[kMTiles][2][4];
   const int items = range.warp_items(warp);
-  const int passes = group_chunks(range.g, range.chunks);
+  // The warps with tiles, each of which reports once a pass that it is done with a stream's
+  // fragments; the last of them to report reloads that stream's quarter for the next pass.
+  const uint32_t active = static_cast<uint32_t>(range.count < kGroupWarps ? range.count : kGroupWarps);
+  const uint2* frag = reinterpret_cast<const uint2*>(smem);
   int s = 0;
 #pragma unroll 1
   for (int pass = 0; pass < passes; ++pass) {
-    if (pass > 0) {
-      __syncthreads();  // every warp is done with the previous chunk's fragments
-      load_fragments<kGroupWarps * 32>(p, smem, range.g + kPartialSplit * pass, static_cast<int>(threadIdx.x));
-      cp_async_commit();
-      cp_async_wait<0>();
-    } else {
-      cp_async_wait<kGroupSlots>();  // the fragments (the ring's first copies may still be in flight)
-    }
-    __syncthreads();  // the chunk's fragments (and the pass before's runs) are visible to every warp
-    const uint2* frag = reinterpret_cast<const uint2*>(smem);
 #pragma unroll 1
     for (int k = 0; k < items; ++k) {
       const int64_t tile = range.t0 + warp + static_cast<int64_t>(kGroupWarps) * k;
@@ -161,6 +183,7 @@ __global__ void __launch_bounds__(kGroupWarps * 32, 1) gemm_group_kernel(const N
         unsigned char* slot = ring + (s % kGroupSlots) * kSlotBytes;
         cp_async_wait<kGroupSlots - 1>();  // this lane's copies of step s have landed
         __syncwarp();                      // and the other lanes'
+        if (k == 0) mbar_wait(full + 8 * j, static_cast<uint32_t>(pass) & 1u);  // this pass's stream-j fragments
         square_sums(slot, lane, j == 0, sq);
         stream_dots(slot, frag + j * kMmaSteps * kNTiles * 32, lane, j == 0, part, unused);
         if (j == kN - 1) {
@@ -177,7 +200,16 @@ __global__ void __launch_bounds__(kGroupWarps * 32, 1) gemm_group_kernel(const N
             for (int i = lane; i < n; i += 32) dst[i] = prev[i] + staged[i];
           }
         }
-        __syncwarp();  // every lane is done reading the slot and the run buffer
+        __syncwarp();  // every lane is done reading the slot, the run buffer and stream j's fragments
+        if (k == items - 1 && pass + 1 < passes && lane == 0) {
+          // This warp's last use of stream j's fragments in this pass: the last warp to say so
+          // (release / acquire through the counter) hands the quarter to the bulk-copy engine.
+          const uint32_t old = atom_add_acq_rel_cta_shared(done + 4 * j, 1);
+          if (old % active == active - 1) {
+            fence_proxy_async_shared();
+            load_stream_fragments(p, frag_addr, full, range.g + kPartialSplit * (pass + 1), j);
+          }
+        }
         if (issue.valid) {
           issue_cursor(p, issue, slot, run_buf, lane);
           issue.advance();
@@ -191,7 +223,9 @@ __global__ void __launch_bounds__(kGroupWarps * 32, 1) gemm_group_kernel(const N
 }  // namespace
 
 bool configure_gemm_group_kernel(int device) {
-  return allow_dynamic_smem(gemm_group_kernel, device, kGroupSmem);
+  int major = 0;
+  MHC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= 9 && allow_dynamic_smem(gemm_group_kernel, device, kGroupSmem);  // bulk copies: sm_90+
 }
 
 bool gemm_group_fits(int64_t T, int chunks, size_t partial_floats) {
