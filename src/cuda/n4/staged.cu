@@ -37,9 +37,11 @@ namespace {
 constexpr int64_t kStagedSliceTokens = 16384;
 // The dispatcher prefers the staged plan of pre, head and mixes from this T on (at T = 128 the
 // cuda_n4 plan was faster on the H200, at T >= 1024 the staged one), and of post_pre from
-// kStagedPreferPostPre on (fused faster at T = 1024, staged at T = 4096: docs/performance.md).
+// kStagedPreferPostPre on (session 22 call 4, normal_fold at H = 4096 / 7168: staged 53.9 / 89.3
+// us against the fused mix_kernel's 55.2 / 92.0 at T = 1024, 96.4 / 164.8 against 119.5 / 192.4
+// at T = 2048; below 1024 not yet measured against it: docs/performance.md).
 constexpr int64_t kStagedPreferTokens = 512;
-constexpr int64_t kStagedPreferPostPre = 4096;
+constexpr int64_t kStagedPreferPostPre = 1024;
 // gemm_group_kernel runs the GEMM stage of slices of this many tokens or more: below it, a
 // block's share of a group's tiles (1/16 on an H200) leaves warps idle in every pass, and
 // gemm_kernel's chunk-major ranges keep every warp busy.
