@@ -16,9 +16,9 @@
 // for the next pass by one bulk copy, so no block barrier stops the warps between passes and a
 // pass's first steps overlap the last steps of the pass before. The same
 // warp owns a tile in every pass, so the running group sum of a tile is its own: the first pass
-// stores the chunk's partials, a later pass copies the run written by the pass before (cp.async
-// into the warp's 3200-byte run buffer, issued after this pass's barrier) and stores run +
-// partial. A block spans one group only: a share across two groups would leave half the warps
+// stores the chunk's partials, a later pass copies the run the same warp wrote in the pass
+// before (cp.async into the warp's 3200-byte run buffer, issued after that store and a
+// __syncwarp) and stores run + partial. A block spans one group only: a share across two groups would leave half the warps
 // idle in each pass where the shares are short. Where chunks % 8 != 0 the groups have unequal
 // chunk counts and the blocks of the shorter groups finish early.
 // Accumulation: every chunk partial is gemm_kernel's (the same steps and stage_item), and a
@@ -45,8 +45,9 @@ constexpr int kGroupSlots = 2;                              // ring slots per wa
 constexpr int kRunFloats = kTile * kPartial;                // a tile's partials: 800 floats
 constexpr int kRunBytes = kRunFloats * 4;                   // 3200
 constexpr int kRunVecs = kRunBytes / 16;                    // 200
-// The step of an item that carries the copy of the run its store adds to: issued after the
-// item's first step (so after the pass's barrier) and after the item before it has stored.
+// The step of an item that carries the copy of the run its store adds to: issued during the
+// item's first step, so after this warp stored that run in the pass before and after the item
+// before it has read the run buffer.
 constexpr int kRunCopyStep = kGroupSlots;
 constexpr int kStreamFragBytes = kFragBytes / kN;          // one stream's B fragments: 18 KB
 constexpr int kWarpBytes = kGroupSlots * kSlotBytes + kRunBytes;
