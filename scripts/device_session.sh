@@ -11,7 +11,8 @@
 # warmup (mhc warmup's create and first-call rows), gemmprobe (gemm_kernel taken apart), ncuchain
 # (each kernel of a staged call), ab (this tree against another), san (the tools of
 # MHC_S7_SAN_TOOLS over MHC_S7_SAN_FILTER).
-# Everything lands under $OUT/r; $OUT/summary.txt and $OUT/results.tgz come back.
+# Everything lands under $OUT/r; $OUT/summary.txt and $OUT/results.tgz come back. The prefill
+# step's command list may call run_t (below) for a subset of the GPU tests.
 set -u
 export OUT=${OUT:-/tmp/o}
 R=$OUT/r; mkdir -p "$R"
@@ -21,6 +22,15 @@ B=$BD/tools/mhc
 pack() { tar -C "$R" -czf "$OUT/results.tgz" . 2>/dev/null; cp "$R/summary.txt" "$OUT/summary.txt" 2>/dev/null; }
 S() { pack; echo "== $* ($(date +%s))" | tee -a "$R/summary.txt"; }
 rows() { grep "^\[" | sed 's/(p10[^)]*)//; s/, chain.*//'; }
+# run_t TAG TIMEOUT FILTER: test_gpu on FILTER, one "[tests TAG ...]" line and the failures (for the
+# prefill step's command lists, which run as their own shell: exported with BD and OUT).
+run_t() {
+  timeout "$2" "$BD/tests/test_gpu" --gtest_brief=1 --gtest_filter="$3" > "$OUT/r/t-$1.log" 2>&1
+  echo "[tests $1 rc=$? $(grep -E '^\[  PASSED|^\[  FAILED|^\[  SKIPPED' "$OUT/r/t-$1.log" | head -3 | tr '\n' ' ') $(grep 'ms total' "$OUT/r/t-$1.log")]"
+  grep -E "^\[  FAILED" "$OUT/r/t-$1.log" | head -10 | sed "s/^/[tests $1] /"
+}
+export -f run_t
+export BD OUT
 steps=" $* "
 S build
 cmake -S . -B $BD -G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_ARCHITECTURES=90a \
