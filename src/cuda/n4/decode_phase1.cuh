@@ -5,7 +5,14 @@
 // A run is `groups` groups of 16 rows; row r of group r / 16 is one token's 128 columns of one
 // chunk, all 4 streams. Which token and which chunk a row holds is the caller's (Rows):
 // decode_chunk_kernel's are one chunk, rows = consecutive tokens (RunRows).
-// Block: kThreads = 384 threads, warp w = (stream j = w / 3, row block b = w % 3) in the mma.
+// Block: kDecodeBlock = 384 threads, warp w = (stream j = w / 3, row block b = w % 3) in the mma.
+// The post: by item (row, 8-column vector), post8 per thread (16 items a row); or, in column-pair
+// mode (unstaged runs of at most 6 rows, kDecodeBlock / 64), by item (row, vector, column pair):
+// thread 64 r + 4 v + i runs post8_column for pair i of vector v of row r and writes its 4 words
+// to residual_out and the A tile, then after a barrier the vector items read their vectors back.
+// Why: at 1..6 rows the vector items are 16..96 of 384 threads, each a long dependent chain (4
+// column pairs in turn), and phase 1 is latency bound; one pair a thread is a quarter of the
+// chain at 4 times the threads, for one barrier. Same bits: a column pair is self-contained.
 #pragma once
 
 #include "src/cuda/n4/canonical.cuh"
@@ -22,6 +29,7 @@ constexpr int kAStride = kSliceK + 8;                 // A row: 4 streams x 128 
 constexpr int kMixes = kN + kN * kN;                  // post[4], comb[16] of a token
 static_assert(kDecodeWarps == kN * 3, "warp = (stream, row block)");
 static_assert(kThreadsB == kGroup * (kChunkCols / 8), "phase 1: 256 items (row, 8-column vector) a group");
+constexpr int kPairItems = 4 * (kChunkCols / 8);      // column-pair mode: items (vector, column pair) a row
 
 // The dynamic shared memory of a run of G groups (run_smem_bytes(G) bytes):
 //   s_in  [16 G][kAStride] bf16: the run's residual rows (4 streams x 128 columns), staged by
@@ -95,14 +103,47 @@ __device__ __forceinline__ void phase1_run(const N4Params& p, const Rows& rows, 
     cp_async_wait<0>();
     __syncthreads();
   }
-  // The post, residual_out, the A tiles (in place) and the sums of squares: item (row, 8-column
-  // vector), 16 items a row; a warp's 32 items are two whole rows (the butterfly's lanes), so
-  // every warp runs each pass whole; invalid rows are zero rows.
+  // Column-pair mode (unstaged runs of at most kDecodeBlock / 64 = 6 rows): the post and
+  // residual_out by item (row, vector, column pair), 4 items a vector, 64 a row, one thread each
+  // (threads 0 .. 64 nrows - 1: item = thread), post8_column for pair i = item & 3; each output's
+  // bf16x2 word goes to residual_out and to its place in the row's A tile (s_in). The barrier
+  // orders those words before the vector loop below reads its vectors back from s_in.
+  const bool pairs = kPost && !kStaged && nrows * kPairItems <= kDecodeBlock;  // block-uniform
+  if (pairs) {
+    if (tid < nrows * kPairItems) {
+      const int tl = rows.row(tid / kPairItems), cv = (tid / 4) % (kChunkCols / 8), i = tid & 3;
+      const int64_t t = rows.token(tl), col0 = rows.col0(tl);
+      const bf16_t* res = p.residual + t * p.residual_stride + col0 + cv * 8;
+      // the terms in the order of the weights: layer output, then the 4 streams (as post8)
+      uint4 terms[kN + 1];
+      terms[0] = ldcg16(p.layer_output + t * p.layer_output_stride + col0 + cv * 8);
+#pragma unroll
+      for (int s = 0; s < kN; ++s) terms[s + 1] = ldcg16(res + s * p.res_stream_stride);
+      uint32_t x[kN];
+      post8_column(token_post_weights(p, t), terms, i, x);
+      uint32_t* row = reinterpret_cast<uint32_t*>(s_in + tl * kAStride + cv * 8) + i;
+#pragma unroll
+      for (int s = 0; s < kN; ++s) row[s * kChunkCols / 2] = x[s];
+      if (p.residual_out != nullptr) {
+        bf16_t* out = p.residual_out + t * p.residual_out_stride + col0 + cv * 8 + 2 * i;
+#pragma unroll
+        for (int s = 0; s < kN; ++s) st4(out + s * p.H, x[s]);
+      }
+    }
+    __syncthreads();
+  }
+  // The post (unless column-pair mode has formed it), residual_out, the A tiles (in place) and
+  // the sums of squares: item (row, 8-column vector), 16 items a row; a warp's 32 items are two
+  // whole rows (the butterfly's lanes), so every warp runs each pass whole; invalid rows are zero
+  // rows.
   for (int it = tid; it < groups * kThreadsB; it += kDecodeBlock) {
     const int tl = it / (kChunkCols / 8), cv = it % (kChunkCols / 8);
     bf16_t* row = s_in + tl * kAStride + cv * 8;
     uint4 x[kN];
-    if (rows.valid(tl)) {
+    if (pairs && rows.valid(tl)) {
+#pragma unroll
+      for (int s = 0; s < kN; ++s) x[s] = *reinterpret_cast<const uint4*>(row + s * kChunkCols);
+    } else if (rows.valid(tl)) {
       const int64_t t = rows.token(tl), col0 = rows.col0(tl);
       uint4 r[kN];
       if (kStaged) {

@@ -46,7 +46,11 @@ __device__ __forceinline__ PostWeights token_post_weights(const N4Params& p, int
   return post_weights(mix, mix + kN);
 }
 
-/// Per column pair, the 4 outputs run the branch-free fast path together (8 independent chains)
+/// Column pair i (columns 2i, 2i + 1) of 8 columns of one token, all 4 outputs: w[k] is output
+/// k's bf16x2 word, from the terms in the order of the weights (layer output, then the 4 streams).
+/// A column pair is self-contained (its own guard, its own redo), so a caller may give each pair
+/// its own thread (decode_phase1.cuh's column-pair mode) and get post8's bits.
+/// The 4 outputs run the branch-free fast path together (8 independent chains)
 /// and are tested once; the rare uncertified ones (about 1 pair in 500) are redone in double.
 /// One guard a column pair stands for the finiteness tests of its 4 pairs: where scale_all *
 /// (abs0 + abs1) < 2^100, every weight and value is finite and every chain's partial sums stay
@@ -54,33 +58,39 @@ __device__ __forceinline__ PostWeights token_post_weights(const N4Params& p, int
 /// (pair_failure's exponent test can only fail where the guard does); the pairs themselves need
 /// only the comparison of their ends. A NaN or Inf anywhere fails the guard (scale_all is NaN
 /// for a NaN weight, Inf times anything is not below 2^100), and the column pair is redone.
+__device__ __forceinline__ void post8_column(const PostWeights& pw, const uint4 (&terms)[kN + 1], int i,
+                                             uint32_t (&w)[kN]) {
+  float v0[kN + 1], v1[kN + 1], abs0, abs1;
+  column_pair(terms, i, v0, v1, abs0, abs1);
+  const bool guarded = pw.scale_all * (abs0 + abs1) < 0x1p100f;
+  uint32_t upper[kN], apart = guarded ? 0u : 1u;
+#pragma unroll
+  for (int k = 0; k < kN; ++k) {
+    float s0, s1;
+    sum_bf16x2_interval(pw.w[k], v0, v1, sum_error_bound(pw.scale[k], abs0), sum_error_bound(pw.scale[k], abs1), s0, s1,
+                        w[k], upper[k]);
+    apart |= w[k] ^ upper[k];
+  }
+  if (apart != 0) {
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      if (!guarded || w[k] != upper[k]) w[k] = exact_sum_bf16x2_redo(pw.w[k], v0, v1);
+    }
+  }
+}
+
+/// The post of 8 columns: post8_column for the 4 column pairs in order. w is pair-major, w[i] the
+/// words of pair i: the layout that compiles to the same PTX as the loop before post8_column was
+/// its own function (a [k][i] array filled through a copy changed ptxas's register allocation).
 __device__ __forceinline__ void post8(const PostWeights& pw, const uint4 (&res)[kN], const uint4& lo,
                                       uint4 (&out)[kN]) {
   // the terms in the order of the weights: layer output, then the 4 streams
   const uint4 terms[kN + 1] = {lo, res[0], res[1], res[2], res[3]};
-  uint32_t w[kN][4];
+  uint32_t w[4][kN];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float v0[kN + 1], v1[kN + 1], abs0, abs1;
-    column_pair(terms, i, v0, v1, abs0, abs1);
-    const bool guarded = pw.scale_all * (abs0 + abs1) < 0x1p100f;
-    uint32_t upper[kN], apart = guarded ? 0u : 1u;
+  for (int i = 0; i < 4; ++i) post8_column(pw, terms, i, w[i]);
 #pragma unroll
-    for (int k = 0; k < kN; ++k) {
-      float s0, s1;
-      sum_bf16x2_interval(pw.w[k], v0, v1, sum_error_bound(pw.scale[k], abs0), sum_error_bound(pw.scale[k], abs1), s0,
-                          s1, w[k][i], upper[k]);
-      apart |= w[k][i] ^ upper[k];
-    }
-    if (apart != 0) {
-#pragma unroll
-      for (int k = 0; k < kN; ++k) {
-        if (!guarded || w[k][i] != upper[k]) w[k][i] = exact_sum_bf16x2_redo(pw.w[k], v0, v1);
-      }
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < kN; ++k) out[k] = make_uint4(w[k][0], w[k][1], w[k][2], w[k][3]);
+  for (int k = 0; k < kN; ++k) out[k] = make_uint4(w[0][k], w[1][k], w[2][k], w[3][k]);
 }
 
 /// post8 in two parts, for a caller that can reload its terms (the diagnostics forms of
