@@ -13,7 +13,7 @@
 // loads of the mixes), so the run pays one memory latency; then items (token, 8-column vector),
 // 384 at a time, form the post of all 4 streams (post8), write residual_out, put the 4 x 128
 // columns in place as the A tile and form the chunk's sum of squares (fmaf chain, butterfly)
-// (G = 1 with at most 6 tokens: the post runs first by (token, vector, column pair) items, 4
+// (G = 1 with one token, T = 1: the post runs first by (token, vector, column pair) items, 4
 // threads a vector, into residual_out and the A tile; decode_phase1.cuh's column-pair mode);
 // then warp w = (stream j = w / 3, row block b = w % 3) runs, per group, the three mma chains of
 // n-tiles b, 3 + b, 6 + b (hi, mid, lo parts of rows 8b..8b+7, B fragments in registers, loaded

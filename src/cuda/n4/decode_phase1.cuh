@@ -7,12 +7,14 @@
 // decode_chunk_kernel's are one chunk, rows = consecutive tokens (RunRows).
 // Block: kDecodeBlock = 384 threads, warp w = (stream j = w / 3, row block b = w % 3) in the mma.
 // The post: by item (row, 8-column vector), post8 per thread (16 items a row); or, in column-pair
-// mode (unstaged runs of at most 6 rows, kDecodeBlock / 64), by item (row, vector, column pair):
+// mode (unstaged runs of one row: T = 1), by item (row, vector, column pair):
 // thread 64 r + 4 v + i runs post8_column for pair i of vector v of row r and writes its 4 words
 // to residual_out and the A tile, then after a barrier the vector items read their vectors back.
-// Why: at 1..6 rows the vector items are 16..96 of 384 threads, each a long dependent chain (4
-// column pairs in turn), and phase 1 is latency bound; one pair a thread is a quarter of the
-// chain at 4 times the threads, for one barrier. Same bits: a column pair is self-contained.
+// Why: at one row the vector items are 16 of 384 threads, each a long dependent chain (4 column
+// pairs in turn), and phase 1 is latency bound; one pair a thread is a quarter of the chain at 4
+// times the threads, for one barrier (H200, session 23: post_pre T = 1 -0.3 us; at T = 4, 4 rows,
+// +0.6 / +2.1 us at H = 4096 / 7168, so the mode stops at one row). Same bits: a column pair is
+// self-contained.
 #pragma once
 
 #include "src/cuda/n4/canonical.cuh"
@@ -30,6 +32,8 @@ constexpr int kMixes = kN + kN * kN;                  // post[4], comb[16] of a 
 static_assert(kDecodeWarps == kN * 3, "warp = (stream, row block)");
 static_assert(kThreadsB == kGroup * (kChunkCols / 8), "phase 1: 256 items (row, 8-column vector) a group");
 constexpr int kPairItems = 4 * (kChunkCols / 8);      // column-pair mode: items (vector, column pair) a row
+constexpr int kPairRows = 1;                           // ... for runs of this many rows at most
+static_assert(kPairRows * kPairItems <= kDecodeBlock, "a thread an item");
 
 // The dynamic shared memory of a run of G groups (run_smem_bytes(G) bytes):
 //   s_in  [16 G][kAStride] bf16: the run's residual rows (4 streams x 128 columns), staged by
@@ -103,12 +107,12 @@ __device__ __forceinline__ void phase1_run(const N4Params& p, const Rows& rows, 
     cp_async_wait<0>();
     __syncthreads();
   }
-  // Column-pair mode (unstaged runs of at most kDecodeBlock / 64 = 6 rows): the post and
+  // Column-pair mode (unstaged runs of kPairRows rows at most): the post and
   // residual_out by item (row, vector, column pair), 4 items a vector, 64 a row, one thread each
   // (threads 0 .. 64 nrows - 1: item = thread), post8_column for pair i = item & 3; each output's
   // bf16x2 word goes to residual_out and to its place in the row's A tile (s_in). The barrier
   // orders those words before the vector loop below reads its vectors back from s_in.
-  const bool pairs = kPost && !kStaged && nrows * kPairItems <= kDecodeBlock;  // block-uniform
+  const bool pairs = kPost && !kStaged && nrows <= kPairRows;  // block-uniform
   if (pairs) {
     if (tid < nrows * kPairItems) {
       const int tl = rows.row(tid / kPairItems), cv = (tid / 4) % (kChunkCols / 8), i = tid & 3;
