@@ -22,10 +22,17 @@
 // With p.copy_x_out (pre_broadcast by fn_b: x is the embedding at stream stride 0), the thread
 // also stores each vector it loaded to the n streams of residual_out, so the materialised
 // residual costs its writes and no second read of the embedding.
+// With kPost (the staged post_pre in shifted mode, whose collapse uses the carried pre_mix_in
+// and so does not wait for the mixes), the thread loads the input streams p.residual and the
+// layer output instead of x, forms the post of each vector (post8: the bits of post_kernel and
+// post_bulk_kernel), stores it to residual_out and collapses it: the post and the collapse in
+// one pass over the token, 20 H bytes a token where the two kernels move 28 H (the GEMM stage
+// then reads residual_out as before). Always the 256-thread shape, two blocks a multiprocessor.
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows (the n4 envelope).
 #include "src/cuda/n4/collapse_row.cuh"
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/kernels.hpp"
+#include "src/cuda/n4/post8.cuh"
 #include "src/cuda/ptx.cuh"
 #include "src/cuda/reduce.cuh"
 
@@ -46,10 +53,18 @@ constexpr int kWideThreadsMax = kMaxH / 16;  // 1024
 #define MHC_COLLAPSE_STREAM_BLOCKS(vecs) ((vecs) <= 2 ? 3 : 2)
 #endif
 
-template <int kVecs, bool kWide>
-__global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB, kWide ? 1 : MHC_COLLAPSE_STREAM_BLOCKS(kVecs))
+// The post mode's resident blocks: 3 (80 registers, no spills) with two vectors a thread, else
+// 2 (128 registers; at 80 ptxas spills there).
+#ifndef MHC_POST_COLLAPSE_BLOCKS
+#define MHC_POST_COLLAPSE_BLOCKS(vecs) ((vecs) <= 2 ? 3 : 2)
+#endif
+
+template <int kVecs, bool kWide, bool kPost = false>
+__global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB,
+                                  kWide ? 1 : kPost ? MHC_POST_COLLAPSE_BLOCKS(kVecs) : MHC_COLLAPSE_STREAM_BLOCKS(kVecs))
     collapse_stream_kernel(const N4Params p) {
   static_assert(!kWide || kVecs == kBatch, "the wide shape: two vectors a thread, one batch");
+  static_assert(!(kWide && kPost), "the post mode runs the 256-thread shape");
   extern __shared__ uint4 s_row[];  // the wide shape's collapsed row, for the fold's chains
   __shared__ float scratch[kThreadsB / 32];
   pdl_launch_dependents();
@@ -70,23 +85,51 @@ __global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB, kWide ? 1
   const bf16_t* x = p.x + t * p.x_stride;
   bf16_t* dst = p.layer_input + t * p.layer_input_stride;
   bf16_t* copies = p.copy_x_out ? p.residual_out + t * p.residual_out_stride : nullptr;
+  // kPost: the token's post weights, its input streams, layer output and new residual.
+  PostWeights pw;
+  const bf16_t* res = nullptr;
+  const bf16_t* lo_row = nullptr;
+  bf16_t* res_out = nullptr;
+  if constexpr (kPost) {
+    pw = token_post_weights(p, t);
+    res = p.residual + t * p.residual_stride;
+    lo_row = p.layer_output + t * p.layer_output_stride;
+    res_out = p.residual_out + t * p.residual_out_stride;
+  }
   uint4 u[kVecs];  // this thread's collapsed vectors (kept for the fold)
   float sq[1] = {0.0f};
 #pragma unroll
   for (int b = 0; b < kVecs; b += kBatch) {
-    uint4 r[kBatch][kN];
+    uint4 r[kBatch][kN], lo[kBatch];
 #pragma unroll
     for (int q = 0; q < kBatch; ++q) {
       const int64_t v = tid + static_cast<int64_t>(b + q) * threads;
+      if constexpr (kPost) {
 #pragma unroll
-      for (int j = 0; j < kN; ++j) {
-        r[q][j] = v < vecs && j < streams ? ldcs16(x + j * p.x_stream_stride + v * 8) : make_uint4(0, 0, 0, 0);
+        for (int j = 0; j < kN; ++j) {
+          r[q][j] = v < vecs ? ldcs16(res + j * p.res_stream_stride + v * 8) : make_uint4(0, 0, 0, 0);
+        }
+        lo[q] = v < vecs ? ldcs16(lo_row + v * 8) : make_uint4(0, 0, 0, 0);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kN; ++j) {
+          r[q][j] = v < vecs && j < streams ? ldcs16(x + j * p.x_stream_stride + v * 8) : make_uint4(0, 0, 0, 0);
+        }
       }
     }
 #pragma unroll
     for (int q = 0; q < kBatch; ++q) {
       const int64_t v = tid + static_cast<int64_t>(b + q) * threads;
       if (v < vecs) {
+        if constexpr (kPost) {
+          uint4 out[kN];
+          post8(pw, r[q], lo[q], out);
+#pragma unroll
+          for (int j = 0; j < kN; ++j) {
+            st16(res_out + j * p.H + v * 8, out[j]);
+            r[q][j] = out[j];
+          }
+        }
         if (copies != nullptr) {
 #pragma unroll
           for (int j = 0; j < kN; ++j) st16(copies + j * p.H + v * 8, r[q][0]);
@@ -127,15 +170,29 @@ __global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB, kWide ? 1
 
 }  // namespace
 
-void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx) {
+void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx, bool post) {
   MHC_CHECK(p.pre_source != PreSource::kComputed || p.head_mean,
             "collapse_stream_kernel: a computed pre is passed as pre_mix_in (carried)");
   MHC_CHECK(p.H % kSliceK == 0 && p.H <= kMaxH, "collapse_stream_kernel: H = ", p.H, " outside the n4 envelope");
   MHC_CHECK(p.T < (int64_t{1} << 31), "collapse_stream_kernel: too many tokens in one launch");
   MHC_CHECK(!p.copy_x_out || (p.x_stream_stride == 0 && p.residual_out != nullptr),
             "collapse_stream_kernel: copies of x need a broadcast x and a residual_out");
+  MHC_CHECK(!post || (p.has_post && p.pre_source == PreSource::kCarried && !p.copy_x_out && p.residual_out != nullptr &&
+                            p.residual != nullptr && p.layer_output != nullptr),
+            "collapse_stream_kernel: the post mode needs a carried pre, the post's inputs and a residual_out");
   if (p.T <= 0) return;
   const dim3 grid(static_cast<unsigned>(p.T));
+  if (post) {  // the post mode (see the header): the 256-thread shape at every H
+    const int64_t per_thread = (p.H / 8 + kThreadsB - 1) / kThreadsB;
+    if (per_thread <= 2) {
+      launch_kernel(collapse_stream_kernel<2, false, true>, grid, kThreadsB, 0, ctx, p);
+    } else if (per_thread <= 4) {
+      launch_kernel(collapse_stream_kernel<4, false, true>, grid, kThreadsB, 0, ctx, p);
+    } else {
+      launch_kernel(collapse_stream_kernel<8, false, true>, grid, kThreadsB, 0, ctx, p);
+    }
+    return;
+  }
   if (p.H > 4096 && p.H <= 6144) {  // the wide shape (see the header)
     const int threads = static_cast<int>(p.H / 16);
     const size_t row_bytes = p.rmsnorm_weight != nullptr ? static_cast<size_t>(p.H / 8) * 16 : 0;
@@ -162,4 +219,7 @@ void mhc::cuda::n4::list_collapse_stream_kernels(KernelList& out) {
   add_kernel(out, collapse_stream_kernel<4, false>, "n4::collapse_stream_kernel<4>");
   add_kernel(out, collapse_stream_kernel<8, false>, "n4::collapse_stream_kernel<8>");
   add_kernel(out, collapse_stream_kernel<kBatch, true>, "n4::collapse_stream_kernel<2, wide>");
+  add_kernel(out, collapse_stream_kernel<2, false, true>, "n4::collapse_stream_kernel<2, post>");
+  add_kernel(out, collapse_stream_kernel<4, false, true>, "n4::collapse_stream_kernel<4, post>");
+  add_kernel(out, collapse_stream_kernel<8, false, true>, "n4::collapse_stream_kernel<8, post>");
 }

@@ -53,8 +53,10 @@ bool configure_post_bulk_kernel(int device);
 /// collapse_stream_kernel.
 void launch_finalize_kernel(const N4Params& p, float* pre, bool grouped, const LaunchCtx& ctx);
 /// collapse_stream_kernel (collapse_stream_kernel.cu): the collapse alone, with the carried
-/// (p.pre_mix_in), identity or mean-head pre and the optional RMSNorm fold.
-void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx);
+/// (p.pre_mix_in), identity or mean-head pre and the optional RMSNorm fold; with `post`, the
+/// post stage first (p.residual, p.layer_output -> p.residual_out) and the collapse of its
+/// outputs with the carried pre (the staged post_pre in shifted mode).
+void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx, bool post = false);
 /// decode_kernel (decode_kernel.cu): a whole op with a mixes stage in one launch, T <= 128.
 /// scratch: decode_scratch_bytes(T); counters: the workspace's [3] counters, zero between
 /// launches (the kernel leaves them so). One launch at a time per workspace.

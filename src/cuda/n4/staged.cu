@@ -211,6 +211,16 @@ void post_and_gemm(const detail::Problem& p, const N4Params& s, const N4Params& 
   if (stage_runs('g')) launch_gemm_stage(sm, cg, gemm, grouped);
 }
 
+// Whether the staged plan fuses a post with a collapse that uses the carried pre; the
+// diagnostics build's MHC_NO_POST_COLLAPSE=1 keeps the two kernels apart (for A/B timing).
+bool post_collapse_enabled() {
+#ifdef MHC_GEMM_PROBE
+  const char* off = std::getenv("MHC_NO_POST_COLLAPSE");
+  if (off != nullptr && std::atoi(off) != 0) return false;
+#endif
+  return true;
+}
+
 void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& m, Gemm gemm) {
   const LaunchCtx ctx = launch_ctx(p);
   // The workspace scratch holds one slice's partials [chunks][slice][25] and, where the collapse
@@ -227,10 +237,21 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
   const int64_t wanted = forced > 0 ? forced : k.has_collapse ? kStagedSliceTokens : 0;
   if (wanted > 0 && wanted < slice_tokens) slice_tokens = wanted;
   float* pre = pre_buffer ? k.partials + slice_tokens * m.chunks * kPartial : nullptr;
+  // A post followed by a collapse with the carried pre (post_pre, shifted) runs both in one
+  // kernel (collapse_stream_kernel's post mode: 20 H bytes a token against 28 H).
+  const bool post_collapse = k.has_post && k.has_collapse && k.pre_source == PreSource::kCarried && !k.head_mean &&
+                             post_collapse_enabled();
   for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
     const N4Params s = slice_params(k, t0, count), sm = slice_params(m, t0, count);
     const bool grouped = grouped_stage(p, sm, gemm, static_cast<size_t>(slice_tokens * m.chunks * kPartial));
+    if (post_collapse) {
+      // shifted post_pre: the post and the collapse with the carried pre in one pass, then the mixes
+      if (stage_runs('p')) launch_collapse_stream_kernel(s, stage_ctx(ctx, 'p'), true);
+      if (stage_runs('g')) launch_gemm_stage(sm, stage_ctx(ctx, 'g'), gemm, grouped);
+      if (stage_runs('f')) launch_finalize_kernel(sm, pre, grouped, stage_ctx(ctx, 'f'));
+      continue;
+    }
     post_and_gemm(p, s, sm, ctx, gemm, grouped);
     if (stage_runs('f')) launch_finalize_kernel(sm, pre, grouped, stage_ctx(ctx, 'f'));
     if (!s.has_collapse || !stage_runs('c')) continue;
