@@ -59,12 +59,15 @@ constexpr int kWideThreadsMax = kMaxH / 16;  // 1024
 #define MHC_POST_COLLAPSE_BLOCKS(vecs) ((vecs) <= 2 ? 3 : 2)
 #endif
 
+// The post mode's wide shape: H / 16 threads up to H = 7168, two resident blocks.
+constexpr int kWidePostThreads = 448;
+
 template <int kVecs, bool kWide, bool kPost = false>
-__global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB,
-                                  kWide ? 1 : kPost ? MHC_POST_COLLAPSE_BLOCKS(kVecs) : MHC_COLLAPSE_STREAM_BLOCKS(kVecs))
+__global__ void __launch_bounds__(kWide ? (kPost ? kWidePostThreads : kWideThreadsMax) : kThreadsB,
+                                  kWide ? (kPost ? 2 : 1)
+                                        : kPost ? MHC_POST_COLLAPSE_BLOCKS(kVecs) : MHC_COLLAPSE_STREAM_BLOCKS(kVecs))
     collapse_stream_kernel(const N4Params p) {
   static_assert(!kWide || kVecs == kBatch, "the wide shape: two vectors a thread, one batch");
-  static_assert(!(kWide && kPost), "the post mode runs the 256-thread shape");
   extern __shared__ uint4 s_row[];  // the wide shape's collapsed row, for the fold's chains
   __shared__ float scratch[kThreadsB / 32];
   pdl_launch_dependents();
@@ -81,17 +84,25 @@ __global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB,
   for (int j = 0; j < kN; ++j) {
     pre[j] = mode == CollapseKind::kWeighted ? __ldcg(p.pre_mix_in + t * p.pre_mix_in_stride + j) : 0.0f;
   }
-  const float pre_scale = sum_error_scale(pre);
+  // kPost: the token's 20 mixes are loaded here and turned into post weights (and the pre into
+  // its error scale) only once the first batch's loads are issued, so no load waits on them.
+  float mix[kPost ? kN + kN * kN : 1];
+  if constexpr (kPost) {
+#pragma unroll
+    for (int s = 0; s < kN; ++s) mix[s] = __ldcg(p.post_mix + t * p.post_mix_stride + s);
+#pragma unroll
+    for (int s = 0; s < kN * kN; ++s) mix[kN + s] = __ldcg(p.comb_mix + t * p.comb_mix_stride + s);
+  }
+  float pre_scale = kPost ? 0.0f : sum_error_scale(pre);
   const bf16_t* x = p.x + t * p.x_stride;
   bf16_t* dst = p.layer_input + t * p.layer_input_stride;
   bf16_t* copies = p.copy_x_out ? p.residual_out + t * p.residual_out_stride : nullptr;
-  // kPost: the token's post weights, its input streams, layer output and new residual.
+  // kPost: the token's input streams, layer output and new residual.
   PostWeights pw;
   const bf16_t* res = nullptr;
   const bf16_t* lo_row = nullptr;
   bf16_t* res_out = nullptr;
   if constexpr (kPost) {
-    pw = token_post_weights(p, t);
     res = p.residual + t * p.residual_stride;
     lo_row = p.layer_output + t * p.layer_output_stride;
     res_out = p.residual_out + t * p.residual_out_stride;
@@ -115,6 +126,12 @@ __global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB,
         for (int j = 0; j < kN; ++j) {
           r[q][j] = v < vecs && j < streams ? ldcs16(x + j * p.x_stream_stride + v * 8) : make_uint4(0, 0, 0, 0);
         }
+      }
+    }
+    if constexpr (kPost) {
+      if (b == 0) {
+        pw = post_weights(mix, mix + kN);
+        pre_scale = sum_error_scale(pre);
       }
     }
 #pragma unroll
@@ -182,7 +199,12 @@ void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx, bool
             "collapse_stream_kernel: the post mode needs a carried pre, the post's inputs and a residual_out");
   if (p.T <= 0) return;
   const dim3 grid(static_cast<unsigned>(p.T));
-  if (post) {  // the post mode (see the header): the 256-thread shape at every H
+  if (post) {  // the post mode (see the header)
+    if (p.H > 4096 && p.H / 16 <= kWidePostThreads) {
+      const size_t row_bytes = p.rmsnorm_weight != nullptr ? static_cast<size_t>(p.H / 8) * 16 : 0;
+      launch_kernel(collapse_stream_kernel<kBatch, true, true>, grid, static_cast<int>(p.H / 16), row_bytes, ctx, p);
+      return;
+    }
     const int64_t per_thread = (p.H / 8 + kThreadsB - 1) / kThreadsB;
     if (per_thread <= 2) {
       launch_kernel(collapse_stream_kernel<2, false, true>, grid, kThreadsB, 0, ctx, p);
@@ -219,6 +241,7 @@ void mhc::cuda::n4::list_collapse_stream_kernels(KernelList& out) {
   add_kernel(out, collapse_stream_kernel<4, false>, "n4::collapse_stream_kernel<4>");
   add_kernel(out, collapse_stream_kernel<8, false>, "n4::collapse_stream_kernel<8>");
   add_kernel(out, collapse_stream_kernel<kBatch, true>, "n4::collapse_stream_kernel<2, wide>");
+  add_kernel(out, collapse_stream_kernel<kBatch, true, true>, "n4::collapse_stream_kernel<2, wide, post>");
   add_kernel(out, collapse_stream_kernel<2, false, true>, "n4::collapse_stream_kernel<2, post>");
   add_kernel(out, collapse_stream_kernel<4, false, true>, "n4::collapse_stream_kernel<4, post>");
   add_kernel(out, collapse_stream_kernel<8, false, true>, "n4::collapse_stream_kernel<8, post>");
