@@ -53,21 +53,18 @@ constexpr int kWideThreadsMax = kMaxH / 16;  // 1024
 #define MHC_COLLAPSE_STREAM_BLOCKS(vecs) ((vecs) <= 2 ? 3 : 2)
 #endif
 
-// The post mode's resident blocks: 3 (80 registers, no spills) with two vectors a thread, else
-// 2 (128 registers; at 80 ptxas spills there).
-#ifndef MHC_POST_COLLAPSE_BLOCKS
-#define MHC_POST_COLLAPSE_BLOCKS(vecs) ((vecs) <= 2 ? 3 : 2)
-#endif
-
-// The post mode's wide shape: H / 16 threads up to H = 7168, two resident blocks.
-constexpr int kWidePostThreads = 448;
+// The post mode's resident blocks: 3 (80 registers) up to 4 vectors a thread (H <= 8192),
+// where ptxas spills 32 bytes at 4 vectors; 2 above. With 4 vectors, 3 blocks against 2 took
+// shifted post_pre 751 against 789 us at H = 5120 and 1050 against 1041 at H = 7168 (T = 16384);
+// a 448-thread shape of 2 vectors a thread (2 blocks, 72 registers) 783 / 1045 (session 24).
+#define MHC_POST_COLLAPSE_BLOCKS(vecs) ((vecs) <= 4 ? 3 : 2)
 
 template <int kVecs, bool kWide, bool kPost = false>
-__global__ void __launch_bounds__(kWide ? (kPost ? kWidePostThreads : kWideThreadsMax) : kThreadsB,
-                                  kWide ? (kPost ? 2 : 1)
-                                        : kPost ? MHC_POST_COLLAPSE_BLOCKS(kVecs) : MHC_COLLAPSE_STREAM_BLOCKS(kVecs))
+__global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB,
+                                  kWide ? 1 : kPost ? MHC_POST_COLLAPSE_BLOCKS(kVecs) : MHC_COLLAPSE_STREAM_BLOCKS(kVecs))
     collapse_stream_kernel(const N4Params p) {
   static_assert(!kWide || kVecs == kBatch, "the wide shape: two vectors a thread, one batch");
+  static_assert(!(kWide && kPost), "the post mode runs the 256-thread shape");
   extern __shared__ uint4 s_row[];  // the wide shape's collapsed row, for the fold's chains
   __shared__ float scratch[kThreadsB / 32];
   pdl_launch_dependents();
@@ -200,11 +197,6 @@ void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx, bool
   if (p.T <= 0) return;
   const dim3 grid(static_cast<unsigned>(p.T));
   if (post) {  // the post mode (see the header)
-    if (p.H > 4096 && p.H / 16 <= kWidePostThreads) {
-      const size_t row_bytes = p.rmsnorm_weight != nullptr ? static_cast<size_t>(p.H / 8) * 16 : 0;
-      launch_kernel(collapse_stream_kernel<kBatch, true, true>, grid, static_cast<int>(p.H / 16), row_bytes, ctx, p);
-      return;
-    }
     const int64_t per_thread = (p.H / 8 + kThreadsB - 1) / kThreadsB;
     if (per_thread <= 2) {
       launch_kernel(collapse_stream_kernel<2, false, true>, grid, kThreadsB, 0, ctx, p);
@@ -241,7 +233,6 @@ void mhc::cuda::n4::list_collapse_stream_kernels(KernelList& out) {
   add_kernel(out, collapse_stream_kernel<4, false>, "n4::collapse_stream_kernel<4>");
   add_kernel(out, collapse_stream_kernel<8, false>, "n4::collapse_stream_kernel<8>");
   add_kernel(out, collapse_stream_kernel<kBatch, true>, "n4::collapse_stream_kernel<2, wide>");
-  add_kernel(out, collapse_stream_kernel<kBatch, true, true>, "n4::collapse_stream_kernel<2, wide, post>");
   add_kernel(out, collapse_stream_kernel<2, false, true>, "n4::collapse_stream_kernel<2, post>");
   add_kernel(out, collapse_stream_kernel<4, false, true>, "n4::collapse_stream_kernel<4, post>");
   add_kernel(out, collapse_stream_kernel<8, false, true>, "n4::collapse_stream_kernel<8, post>");
