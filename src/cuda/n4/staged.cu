@@ -6,6 +6,9 @@
 //   partials [chunk][token][25], or the chunk groups' sums)  ->  finalize_kernel (the
 //   canonical sums and the epilogue; the fresh pre into the workspace)  ->
 //   collapse_stream_kernel.
+// In shifted mode (post_pre with the carried pre) the collapse does not wait for the mixes, and
+// collapse_stream_kernel's post mode runs the post and the collapse in one pass first, then the
+// GEMM stage and finalize_kernel (28 H bytes a token against 36 H).
 // Within a slice the GEMM and the collapse re-read the residual the post stage has just
 // written (from L2 where the slice fits). Operators without a mixes stage (collapse, head
 // carried / mean) are one collapse_stream_kernel over the whole batch.

@@ -1,0 +1,16 @@
+BD=../build-s7; B=$BD/tools/mhc
+CFG="-G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_ARCHITECTURES=90a -DMHC_GTEST_SOURCE=$PWD/.deps/googletest -DMHC_CLI11_INCLUDE=$PWD/.deps/cli11 -DMHC_BUILD_TESTS=OFF"
+bt() { cmake -S ../$1 -B ../build-$2 $CFG > $OUT/r/$2-configure.log 2>&1 && cmake --build ../build-$2 --target mhc_cli > $OUT/r/$2-build.log 2>&1; echo "[$2 build rc=$?]" >> $OUT/r/builds-done; }
+( bt .snap2 main; bt .snap3 v1; bt .snap4 v4x3 ) &
+run_t family 200 'Modes/GpuFamily.*/post_pre*:Modes/GpuFamily.*/pre_*'
+run_t grid 90 'Grid/GpuGrid.MatchesReference/post_pre_shifted*_n4_H*'
+run_t fusion 60 'Modes/GpuFusion.*:Modes/GpuBatch.*/post_pre_shifted*:Modes/GpuGraph.*/post_pre*:Modes/GpuNanInf.*/post_pre*'
+wait; cat $OUT/r/builds-done
+bin() { case $1 in new2) echo $B;; *) echo ../build-$1/tools/mhc;; esac; }
+r() { grep "^\[" | sed 's/(p10[^)]*)//; s/, chain.*//'; }
+for t in main v1 new2 v4x3; do
+  timeout 50 $(bin $t) bench --ops post_pre --modes shifted_fold --H 4096,5120,7168 --T 1024,4096,16384 --budget-s 20 2>&1 | r | sed "s/^/[ab $t] /"
+done
+for v in cuda_n4_staged cuda_n4; do
+  timeout 30 $B bench --ops post_pre --modes shifted_fold --H 4096,5120,7168 --T 640,768,896 --variant post_pre.$v --budget-s 10 2>&1 | r | sed "s/^/[thr $v] /"
+done
