@@ -27,7 +27,8 @@
 // layer output instead of x, forms the post of each vector (post8: the bits of post_kernel and
 // post_bulk_kernel), stores it to residual_out and collapses it: the post and the collapse in
 // one pass over the token, 20 H bytes a token where the two kernels move 28 H (the GEMM stage
-// then reads residual_out as before). Always the 256-thread shape, two blocks a multiprocessor.
+// then reads residual_out as before). Always the 256-thread shape; 3 resident blocks up to 4
+// vectors a thread (MHC_POST_COLLAPSE_BLOCKS).
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows (the n4 envelope).
 #include "src/cuda/n4/collapse_row.cuh"
 #include "src/cuda/launch.cuh"
@@ -82,7 +83,8 @@ __global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB,
     pre[j] = mode == CollapseKind::kWeighted ? __ldcg(p.pre_mix_in + t * p.pre_mix_in_stride + j) : 0.0f;
   }
   // kPost: the token's 20 mixes are loaded here and turned into post weights (and the pre into
-  // its error scale) only once the first batch's loads are issued, so no load waits on them.
+  // its error scale) once the first batch's loads are issued, so that no data load waits on
+  // them whatever the compiler schedules (session 24: the same time as computing them first).
   float mix[kPost ? kN + kN * kN : 1];
   if constexpr (kPost) {
 #pragma unroll
@@ -182,6 +184,19 @@ __global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB,
   }
 }
 
+// The 256-thread shape with enough vectors a thread for p.H.
+template <bool kPost>
+void launch_256(const N4Params& p, const LaunchCtx& ctx, dim3 grid) {
+  const int64_t vecs = (p.H / 8 + kThreadsB - 1) / kThreadsB;  // per thread
+  if (vecs <= 2) {
+    launch_kernel(collapse_stream_kernel<2, false, kPost>, grid, kThreadsB, 0, ctx, p);
+  } else if (vecs <= 4) {
+    launch_kernel(collapse_stream_kernel<4, false, kPost>, grid, kThreadsB, 0, ctx, p);
+  } else {
+    launch_kernel(collapse_stream_kernel<8, false, kPost>, grid, kThreadsB, 0, ctx, p);
+  }
+}
+
 }  // namespace
 
 void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx, bool post) {
@@ -196,15 +211,8 @@ void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx, bool
             "collapse_stream_kernel: the post mode needs a carried pre, the post's inputs and a residual_out");
   if (p.T <= 0) return;
   const dim3 grid(static_cast<unsigned>(p.T));
-  if (post) {  // the post mode (see the header)
-    const int64_t per_thread = (p.H / 8 + kThreadsB - 1) / kThreadsB;
-    if (per_thread <= 2) {
-      launch_kernel(collapse_stream_kernel<2, false, true>, grid, kThreadsB, 0, ctx, p);
-    } else if (per_thread <= 4) {
-      launch_kernel(collapse_stream_kernel<4, false, true>, grid, kThreadsB, 0, ctx, p);
-    } else {
-      launch_kernel(collapse_stream_kernel<8, false, true>, grid, kThreadsB, 0, ctx, p);
-    }
+  if (post) {  // the post mode (see the header): the 256-thread shape at every H
+    launch_256<true>(p, ctx, grid);
     return;
   }
   if (p.H > 4096 && p.H <= 6144) {  // the wide shape (see the header)
@@ -213,14 +221,7 @@ void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx, bool
     launch_kernel(collapse_stream_kernel<kBatch, true>, grid, threads, row_bytes, ctx, p);
     return;
   }
-  const int64_t vecs = (p.H / 8 + kThreadsB - 1) / kThreadsB;  // per thread
-  if (vecs <= 2) {
-    launch_kernel(collapse_stream_kernel<2, false>, grid, kThreadsB, 0, ctx, p);
-  } else if (vecs <= 4) {
-    launch_kernel(collapse_stream_kernel<4, false>, grid, kThreadsB, 0, ctx, p);
-  } else {
-    launch_kernel(collapse_stream_kernel<8, false>, grid, kThreadsB, 0, ctx, p);
-  }
+  launch_256<false>(p, ctx, grid);
 }
 
 }  // namespace mhc::cuda::n4
