@@ -1369,7 +1369,8 @@ class GpuFamily : public testing::TestWithParam<int> {};
 // padding included) bit for bit equal to the first variant of its family that accepts it. T
 // crosses the thresholds: decode limit (128), its token groups per block (G > 1 from T = 33 at
 // H = 7168), the post_pre preference at H > 5120 and T > 96, the staged plans' preference (512, post_pre
-// 1024), the 32-token tile, the slices of the n4 plans
+// 1024, shifted post_pre 768: its post mode of collapse_stream_kernel runs at every T of the
+// staged variant), the 32-token tile, the slices of the n4 plans
 // (1920, 2048), the GEMM stage's group runs (4096), and odd sizes. Reports how many comparisons it made; post_pre and pre must make
 // some (their n4 family has several plans).
 TEST_P(GpuFamily, VariantsOfOneFamilyAreBitEqual) {
