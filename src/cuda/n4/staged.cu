@@ -259,12 +259,11 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
       // shifted post_pre: the post and the collapse with the carried pre in one pass, then the mixes
       if (stage_runs('p')) launch_collapse_stream_kernel(s, stage_ctx(ctx, 'p'), true);
       if (stage_runs('g')) launch_gemm_stage(sm, stage_ctx(ctx, 'g'), gemm, grouped);
-      if (stage_runs('f')) launch_finalize_kernel(sm, pre, grouped, stage_ctx(ctx, 'f'));
-      continue;
+    } else {
+      post_and_gemm(p, s, sm, ctx, gemm, grouped);
     }
-    post_and_gemm(p, s, sm, ctx, gemm, grouped);
     if (stage_runs('f')) launch_finalize_kernel(sm, pre, grouped, stage_ctx(ctx, 'f'));
-    if (!s.has_collapse || !stage_runs('c')) continue;
+    if (post_collapse || !s.has_collapse || !stage_runs('c')) continue;
     launch_collapse_stream_kernel(pre_buffer ? with_fresh_pre(s, pre, kN) : s, stage_ctx(ctx, 'c'));
   }
 }
