@@ -39,6 +39,7 @@ void list_post_kernels(KernelList& out);             // src/cuda/n4/post_kernel.
 void list_finalize_kernels(KernelList& out);         // src/cuda/n4/finalize_kernel.cu
 void list_collapse_stream_kernels(KernelList& out);  // src/cuda/n4/collapse_stream_kernel.cu
 void list_post_bulk_kernels(KernelList& out);        // src/cuda/n4/post_bulk_kernel.cu
+void list_post_collapse_kernels(KernelList& out);    // src/cuda/n4/post_collapse_kernel.cu
 void list_decode_kernels(KernelList& out);           // src/cuda/n4/decode_kernel.cu
 void list_decode_chunk_kernels(KernelList& out);     // src/cuda/n4/decode_chunk_kernel.cu
 }  // namespace n4

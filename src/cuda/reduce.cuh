@@ -10,6 +10,14 @@ namespace mhc::cuda {
 /// blockDim.x / 32, block barriers); kWarps > 0: exactly the first kWarps warps call it and
 /// synchronise on named barrier kBarrier (1..15), so other warps of the block may do other work;
 /// the same order, so the same bits as a block of kWarps warps.
+/// The sum of v over the warp's 32 lanes by the xor butterfly 16, 8, 4, 2, 1 (every lane gets
+/// the same bits): block_sum's first step.
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
 template <int kCount, int kWarps = 0, int kBarrier = 1>
 __device__ __forceinline__ void block_sum(float (&values)[kCount], float* scratch) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -22,10 +30,7 @@ __device__ __forceinline__ void block_sum(float (&values)[kCount], float* scratc
     }
   };
 #pragma unroll
-  for (int i = 0; i < kCount; ++i) {
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) values[i] += __shfl_xor_sync(0xffffffffu, values[i], off);
-  }
+  for (int i = 0; i < kCount; ++i) values[i] = warp_sum(values[i]);
   sync();  // scratch may still be read by a previous reduction
   if (lane == 0) {
 #pragma unroll

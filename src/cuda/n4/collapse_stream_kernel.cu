@@ -23,7 +23,8 @@
 // also stores each vector it loaded to the n streams of residual_out, so the materialised
 // residual costs its writes and no second read of the embedding.
 // With kPost (the staged post_pre in shifted mode, whose collapse uses the carried pre_mix_in
-// and so does not wait for the mixes), the thread loads the input streams p.residual and the
+// and so does not wait for the mixes, where post_collapse_kernel does not run: H > 7168 or no
+// bulk copies), the thread loads the input streams p.residual and the
 // layer output instead of x, forms the post of each vector (post8: the bits of post_kernel and
 // post_bulk_kernel), stores it to residual_out and collapses it: the post and the collapse in
 // one pass over the token, 20 H bytes a token where the two kernels move 28 H (the GEMM stage

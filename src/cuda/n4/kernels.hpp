@@ -47,6 +47,14 @@ void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant = k
 /// (sm_90+, where configure_post_bulk_kernel gave it its 120 KB of shared memory); the same bits.
 void launch_post_bulk_kernel(const N4Params& p, const LaunchCtx& ctx);
 bool configure_post_bulk_kernel(int device);
+/// post_collapse_kernel (post_collapse_kernel.cu): the post and the collapse with the carried pre
+/// in one pass, through a ring of bulk copies (sm_90+, where configure_post_collapse_kernel gave
+/// it up to 217 KB of shared memory; H <= kPostCollapseMaxH): collapse_stream_kernel's post mode's
+/// bits.
+constexpr int64_t kPostCollapseMaxH = 7168;
+bool post_collapse_supports(int64_t H);
+void launch_post_collapse_kernel(const N4Params& p, const LaunchCtx& ctx);
+bool configure_post_collapse_kernel(int device);
 /// finalize_kernel (finalize_kernel.cu): the canonical sums of the partials of p.T tokens (chunk
 /// partials, or gemm_group_kernel's group runs where `grouped`) and the mixes epilogue; writes
 /// the requested mixes and, where `pre` is not null, the fresh pre [p.T][4] (slice-relative) for

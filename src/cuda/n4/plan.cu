@@ -149,7 +149,8 @@ bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* post
   *gemm_wg = configure_gemm_wg_kernel(device);
   int major = 0;
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  *post_bulk = major >= 9 && configure_post_bulk_kernel(device);  // bulk copies: sm_90+
+  // bulk copies (sm_90+): post_bulk_kernel and post_collapse_kernel
+  *post_bulk = major >= 9 && configure_post_bulk_kernel(device) && configure_post_collapse_kernel(device);
   return configure_mix_kernel(device) && configure_decode_chunk_kernel(device);
 }
 

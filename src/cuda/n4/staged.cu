@@ -231,6 +231,16 @@ bool post_collapse_enabled() {
   return true;
 }
 
+// Whether the fused post and collapse run as post_collapse_kernel (bulk copies) where it fits;
+// the diagnostics build's MHC_POST_COLLAPSE_REGS=1 keeps collapse_stream_kernel's post mode.
+bool post_collapse_bulk() {
+#ifdef MHC_GEMM_PROBE
+  const char* regs = std::getenv("MHC_POST_COLLAPSE_REGS");
+  if (regs != nullptr && std::atoi(regs) != 0) return false;
+#endif
+  return true;
+}
+
 void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& m, Gemm gemm) {
   const LaunchCtx ctx = launch_ctx(p);
   // The workspace scratch holds one slice's partials [chunks][slice][25] and, where the collapse
@@ -257,7 +267,13 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
     const bool grouped = grouped_stage(p, sm, gemm, static_cast<size_t>(slice_tokens * m.chunks * kPartial));
     if (post_collapse) {
       // shifted post_pre: the post and the collapse with the carried pre in one pass, then the mixes
-      if (stage_runs('p')) launch_collapse_stream_kernel(s, stage_ctx(ctx, 'p'), true);
+      if (stage_runs('p')) {
+        if (p.workspace->n4_post_bulk && post_collapse_supports(s.H) && post_collapse_bulk()) {
+          launch_post_collapse_kernel(s, stage_ctx(ctx, 'p'));
+        } else {
+          launch_collapse_stream_kernel(s, stage_ctx(ctx, 'p'), true);
+        }
+      }
       if (stage_runs('g')) launch_gemm_stage(sm, stage_ctx(ctx, 'g'), gemm, grouped);
     } else {
       post_and_gemm(p, s, sm, ctx, gemm, grouped);
