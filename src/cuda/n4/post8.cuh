@@ -46,6 +46,17 @@ __device__ __forceinline__ PostWeights token_post_weights(const N4Params& p, int
   return post_weights(mix, mix + kN);
 }
 
+/// Value j of token t's mixes in the order post (4), comb (16), carried pre (4): kPostMixes values
+/// for a post, kPostMixes + kN for a post and a collapse with the carried pre. Persistent kernels
+/// load them a token ahead, one value a thread, into shared memory (their L2 latency off the
+/// token's path).
+constexpr int kPostMixes = kN + kN * kN;
+__device__ __forceinline__ float token_mix_value(const N4Params& p, int64_t t, int j) {
+  if (j < kN) return __ldcg(p.post_mix + t * p.post_mix_stride + j);
+  if (j < kPostMixes) return __ldcg(p.comb_mix + t * p.comb_mix_stride + (j - kN));
+  return __ldcg(p.pre_mix_in + t * p.pre_mix_in_stride + (j - kPostMixes));
+}
+
 /// Column pair i (columns 2i, 2i + 1) of 8 columns of one token, all 4 outputs: w[k] is output
 /// k's bf16x2 word, from the terms in the order of the weights (layer output, then the 4 streams).
 /// A column pair is self-contained (its own guard, its own redo), so a caller may give each pair

@@ -68,13 +68,7 @@ __device__ __forceinline__ void fill_token(const N4Params& p, int64_t t, uint32_
   bulk_load(st + kN * row, p.layer_output + t * p.layer_output_stride, row, bar);
 }
 
-// The mix values a token needs (post 4, comb 16, the carried pre 4), value j of token t.
-constexpr int kMixes = kN + kN * kN + kN;
-__device__ __forceinline__ float token_mix(const N4Params& p, int64_t t, int j) {
-  if (j < kN) return __ldcg(p.post_mix + t * p.post_mix_stride + j);
-  if (j < kN + kN * kN) return __ldcg(p.comb_mix + t * p.comb_mix_stride + (j - kN));
-  return __ldcg(p.pre_mix_in + t * p.pre_mix_in_stride + (j - kN - kN * kN));
-}
+constexpr int kMixes = kPostMixes + kN;  // the post's and the carried pre (token_mix_value)
 
 // The fold's 256 chains of one token's collapsed row, by the block's upper 256 threads (those
 // with the fewest vectors where H / 8 is not a multiple of 512): chain c = tid - 256 over vectors
@@ -138,7 +132,7 @@ __global__ void __launch_bounds__(kPcThreads, 1) post_collapse_kernel(const N4Pa
   int s = 0;  // the token's stage, and the parity of its barrier's phase
   uint32_t parity = 0;
   int k = 0;
-  if (tid < kMixes && first < p.T) mixes[0][tid] = token_mix(p, first, tid);
+  if (tid < kMixes && first < p.T) mixes[0][tid] = token_mix_value(p, first, tid);
   if (fold) {  // the thread's own vectors of the weight: it alone reads them
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
@@ -149,7 +143,7 @@ __global__ void __launch_bounds__(kPcThreads, 1) post_collapse_kernel(const N4Pa
   for (int64_t t = first; t < p.T; t += step, ++k) {
     // token k + 1's mix value of this thread, stored to its buffer before the next barrier
     const bool next_mix = tid < kMixes && t + step < p.T;
-    const float nmix = next_mix ? token_mix(p, t + step, tid) : 0.0f;
+    const float nmix = next_mix ? token_mix_value(p, t + step, tid) : 0.0f;
     mbar_wait(base + s * 8, parity);
     const uint4* st = reinterpret_cast<const uint4*>(smem + kBarBytes + s * stage_bytes);
     uint4 r[kVecs][kN], lo[kVecs];
