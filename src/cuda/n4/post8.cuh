@@ -47,9 +47,8 @@ __device__ __forceinline__ PostWeights token_post_weights(const N4Params& p, int
 }
 
 /// Value j of token t's mixes in the order post (4), comb (16), carried pre (4): kPostMixes values
-/// for a post, kPostMixes + kN for a post and a collapse with the carried pre. Persistent kernels
-/// load them a token ahead, one value a thread, into shared memory (their L2 latency off the
-/// token's path).
+/// for a post, kPostMixes + kN for a post and a collapse with the carried pre (post_collapse_kernel
+/// loads them a token ahead, one value a thread, into shared memory).
 constexpr int kPostMixes = kN + kN * kN;
 __device__ __forceinline__ float token_mix_value(const N4Params& p, int64_t t, int j) {
   if (j < kN) return __ldcg(p.post_mix + t * p.post_mix_stride + j);

@@ -17,9 +17,8 @@
 // of the group has read the stage (a named barrier of the group), thread 0 refills it with the
 // group's tile kPerGroup ahead. Outputs are stored by the consumers (16-byte stores; the staged
 // plan reads residual_out back from L2).
-// The tile's 20 mixes come from shared memory, loaded by 20 threads of the group during its tile
-// before (token_mix_value: their L2 latency off the tile's path).
-// Accumulation: post8 (src/cuda/n4/post8.cuh).
+// Accumulation: post8 (src/cuda/n4/post8.cuh), the token's 20 mixes read per vector as
+// post_flat_kernel does.
 // Envelope: sm_90+ (bulk copies, mbarriers), n = 4, H % 512 == 0, 16-byte aligned rows; the
 // residual may be the broadcast [T,H] form (res_stream_stride 0: its row is copied 4 times).
 #include "src/cuda/launch.cuh"
@@ -55,7 +54,6 @@ template <int kSegCols>
 __global__ void __launch_bounds__(kBulkThreads, 1) post_bulk_kernel(const N4Params p) {
   constexpr int kSegVecs = kSegCols / 8, kGroups = kBulkThreads / kSegVecs, kStageBytes = 5 * kSegCols * 2;
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ float mixes[kBulkThreads / 64][2][kPostMixes];  // each group's tiles k (k % 2)
   pdl_launch_dependents();
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const int g = threadIdx.x / kSegVecs, me = threadIdx.x % kSegVecs;
@@ -76,35 +74,30 @@ __global__ void __launch_bounds__(kBulkThreads, 1) post_bulk_kernel(const N4Para
       fill_stage<kSegCols>(p, w.row, w.col, stages + s * kStageBytes, full + s * 8);
     }
   }
-  RowWalk w(first, step, segs), nxt(first + step, step, segs), ahead(first + kPerGroup * step, step, segs);
+  RowWalk w(first, step, segs), ahead(first + kPerGroup * step, step, segs);
   const unsigned char* my_stages = smem + kBarBytes + g * kPerGroup * kStageBytes;
-  if (me < kPostMixes && first < tiles) mixes[g][0][me] = token_mix_value(p, w.row, me);
   int s = 0;           // the stage of this tile, and the parity of its barrier's phase
   uint32_t parity = 0;
-  int k = 0;           // the group's tile count
-  for (int64_t tile = first; tile < tiles; tile += step, ++k, w.next(), nxt.next(), ahead.next()) {
-    // tile k + 1's mix value of this thread, stored to its buffer before the next named barrier
-    const bool next_mix = me < kPostMixes && tile + step < tiles;
-    const float nmix = next_mix ? token_mix_value(p, nxt.row, me) : 0.0f;
+  for (int64_t tile = first; tile < tiles; tile += step, w.next(), ahead.next()) {
+    float post[kN], comb[kN * kN];
+#pragma unroll
+    for (int j = 0; j < kN; ++j) post[j] = __ldcg(p.post_mix + w.row * p.post_mix_stride + j);
+#pragma unroll
+    for (int j = 0; j < kN * kN; ++j) comb[j] = __ldcg(p.comb_mix + w.row * p.comb_mix_stride + j);
     mbar_wait(full + s * 8, parity);
     const uint4* st = reinterpret_cast<const uint4*>(my_stages + s * kStageBytes);
     uint4 r[kN];
 #pragma unroll
     for (int j = 0; j < kN; ++j) r[j] = st[j * kSegVecs + me];
     const uint4 lo = st[kN * kSegVecs + me];
-    // Every thread of the group has read the stage (its thread 0 refills it) and tile k's mixes
-    // are stored.
+    // Every thread of the group has read the stage: its thread 0 refills it.
     named_sync(1 + g, kSegVecs);
-    float mix[kPostMixes];
-#pragma unroll
-    for (int j = 0; j < kPostMixes; ++j) mix[j] = mixes[g][k & 1][j];
     if (me == 0 && tile + kPerGroup * step < tiles) fill_stage<kSegCols>(p, ahead.row, ahead.col, stages + s * kStageBytes, full + s * 8);
     uint4 out[kN];
-    post8(post_weights(mix, mix + kN), r, lo, out);
+    post8(post_weights(post, comb), r, lo, out);
     bf16_t* dst = p.residual_out + w.row * p.residual_out_stride + static_cast<int64_t>(w.col) * kSegCols + me * 8;
 #pragma unroll
     for (int j = 0; j < kN; ++j) st16(dst + j * p.H, out[j]);
-    if (next_mix) mixes[g][(k + 1) & 1][me] = nmix;
     if (++s == kPerGroup) {
       s = 0;
       parity ^= 1u;
