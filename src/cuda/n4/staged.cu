@@ -221,25 +221,24 @@ void post_and_gemm(const detail::Problem& p, const N4Params& s, const N4Params& 
   if (stage_runs('g')) launch_gemm_stage(sm, cg, gemm, grouped);
 }
 
-// Whether the staged plan fuses a post with a collapse that uses the carried pre; the
-// diagnostics build's MHC_NO_POST_COLLAPSE=1 keeps the two kernels apart (for A/B timing).
-bool post_collapse_enabled() {
+// Diagnostics build: whether the environment variable `name` asks (a nonzero number) to leave a
+// fused form out, for A/B timing. Elsewhere never.
+bool diag_off(const char* name) {
 #ifdef MHC_GEMM_PROBE
-  const char* off = std::getenv("MHC_NO_POST_COLLAPSE");
-  if (off != nullptr && std::atoi(off) != 0) return false;
+  const char* v = std::getenv(name);
+  return v != nullptr && std::atoi(v) != 0;
+#else
+  (void)name;
+  return false;
 #endif
-  return true;
 }
 
-// Whether the fused post and collapse run as post_collapse_kernel (bulk copies) where it fits;
-// the diagnostics build's MHC_POST_COLLAPSE_REGS=1 keeps collapse_stream_kernel's post mode.
-bool post_collapse_bulk() {
-#ifdef MHC_GEMM_PROBE
-  const char* regs = std::getenv("MHC_POST_COLLAPSE_REGS");
-  if (regs != nullptr && std::atoi(regs) != 0) return false;
-#endif
-  return true;
-}
+// Whether the staged plan fuses a post with a collapse that uses the carried pre
+// (MHC_NO_POST_COLLAPSE=1 keeps the two kernels apart), and whether that pass runs as
+// post_collapse_kernel (bulk copies) where it fits (MHC_POST_COLLAPSE_REGS=1 keeps
+// collapse_stream_kernel's post mode).
+bool post_collapse_enabled() { return !diag_off("MHC_NO_POST_COLLAPSE"); }
+bool post_collapse_bulk() { return !diag_off("MHC_POST_COLLAPSE_REGS"); }
 
 void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& m, Gemm gemm) {
   const LaunchCtx ctx = launch_ctx(p);
