@@ -103,8 +103,8 @@ __device__ __forceinline__ void fold_token(const N4Params& p, bf16_t* dst, const
 template <int kVecs>
 __global__ void __launch_bounds__(kPcThreads, 1) post_collapse_kernel(const N4Params p) {
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ __align__(16) float sums[2][kFoldWarps];  // the fold's warp sums of tokens k (k % 2)
-  __shared__ float mixes[2][kMixes];     // tokens k's post, comb and carried pre mixes (k % 2)
+  __shared__ __align__(16) float sums[2][kFoldWarps];  // the fold's warp sums of token k (k % 2)
+  __shared__ float mixes[2][kMixes];     // token k's post, comb and carried pre mixes (k % 2)
   pdl_launch_dependents();
   const int tid = threadIdx.x;
   const int64_t vecs = p.H / 8;
@@ -160,12 +160,12 @@ __global__ void __launch_bounds__(kPcThreads, 1) post_collapse_kernel(const N4Pa
     // Every thread has read the stage; token k - 1's collapsed row is complete; token k - 2's warp
     // sums are written.
     __syncthreads();
-    float mix[kN + kN * kN], pre[kN];
+    float mix[kPostMixes], pre[kN];
     const float* m = mixes[k & 1];
 #pragma unroll
-    for (int j = 0; j < kN + kN * kN; ++j) mix[j] = m[j];
+    for (int j = 0; j < kPostMixes; ++j) mix[j] = m[j];
 #pragma unroll
-    for (int j = 0; j < kN; ++j) pre[j] = m[kN + kN * kN + j];
+    for (int j = 0; j < kN; ++j) pre[j] = m[kPostMixes + j];
     if (tid == 0 && t + stages_n * step < p.T) {
       fill_token(p, t + stages_n * step, stages + s * stage_bytes, base + s * 8);
     }
