@@ -12,7 +12,8 @@
 # (each kernel of a staged call), ab (this tree against another), san (the tools of
 # MHC_S7_SAN_TOOLS over MHC_S7_SAN_FILTER).
 # Everything lands under $OUT/r; $OUT/summary.txt and $OUT/results.tgz come back. The prefill
-# step's command list may call run_t (below) for a subset of the GPU tests.
+# step's command list may call run_t (below) for a subset of the GPU tests and build_tree for
+# another carried tree.
 set -u
 export OUT=${OUT:-/tmp/o}
 R=$OUT/r; mkdir -p "$R"
@@ -29,7 +30,16 @@ run_t() {
   echo "[tests $1 rc=$? $(grep -E '^\[  PASSED|^\[  FAILED|^\[  SKIPPED' "$OUT/r/t-$1.log" | head -3 | tr '\n' ' ') $(grep 'ms total' "$OUT/r/t-$1.log")]"
   grep -E "^\[  FAILED" "$OUT/r/t-$1.log" | head -10 | sed "s/^/[tests $1] /"
 }
-export -f run_t
+# build_tree DIR NAME: mhc_cli of another tree carried beside this one (../DIR, e.g. .snap2, the
+# commit before a change) into ../build-NAME, for A/B rows in one call; appends "[NAME build
+# rc=..]" to $OUT/r/builds-done (command lists run it in the background and `wait`).
+build_tree() {
+  cmake -S "../$1" -B "../build-$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=90a \
+    -DCMAKE_CUDA_ARCHITECTURES=90a -DMHC_BUILD_TESTS=OFF -DMHC_CLI11_INCLUDE="$PWD/.deps/cli11" > "$OUT/r/$2-configure.log" 2>&1 &&
+    cmake --build "../build-$2" --target mhc_cli > "$OUT/r/$2-build.log" 2>&1
+  echo "[$2 build rc=$?]" >> "$OUT/r/builds-done"
+}
+export -f run_t build_tree
 export BD OUT
 steps=" $* "
 S build

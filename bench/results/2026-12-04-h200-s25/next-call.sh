@@ -7,10 +7,8 @@
 # multiprocessor: 892 SASS instructions a vector on the loop's fast path against 1051), H = 5120 /
 # 7168 unchanged; post -5 to -10 us at every H (1024-column tiles at two vectors a thread: 536
 # against 625 a vector, the same 80 KB in flight), normal_fold post_pre the same few us.
-BD=../build-s7; B=$BD/tools/mhc
-CFG="-G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_ARCHITECTURES=90a -DMHC_GTEST_SOURCE=$PWD/.deps/googletest -DMHC_CLI11_INCLUDE=$PWD/.deps/cli11 -DMHC_BUILD_TESTS=OFF"
-bt() { cmake -S ../$1 -B ../build-$2 $CFG > $OUT/r/$2-configure.log 2>&1 && cmake --build ../build-$2 --target mhc_cli > $OUT/r/$2-build.log 2>&1; echo "[$2 build rc=$?]" >> $OUT/r/builds-done; }
-( bt .snap2 main ) &
+B=$BD/tools/mhc
+( build_tree .snap2 main ) &
 run_t family 120 'Modes/GpuFamily.*/post_pre*:Modes/GpuFamily.*/post:Modes/GpuFamily.*/post_broadcast'
 run_t det 120 'Modes/GpuDeterminism.*/post*:Modes/GpuFusion.*/post_pre*:Modes/GpuBatch.*/post*:Modes/GpuExactSums.*/post*:Grid/GpuGrid.MatchesReference/post_n4_H*:Grid/GpuGrid.MatchesReference/post_pre_shifted*_n4_H*'
 wait; cat $OUT/r/builds-done
