@@ -4,8 +4,8 @@
 # different rows: post_collapse_kernel (the shifted post_pre) and post_bulk_kernel (post, and the
 # normal post_pre's post stage).
 # Predictions (T = 16384): shifted_fold at H = 4096 564 -> 520-540 us (two 256-thread blocks a
-# multiprocessor: 892 SASS instructions a vector on the loop's fast path against 1051), H = 5120 /
-# 7168 unchanged; post -5 to -10 us at every H (1024-column tiles at two vectors a thread: 536
+# multiprocessor: 892 SASS instructions a vector on the loop's fast path against 1051), H = 5120
+# 732 -> 700-720 (320 threads, two vectors each), H = 7168 unchanged; post -5 to -10 us at every H (1024-column tiles at two vectors a thread: 536
 # against 625 a vector, the same 80 KB in flight), normal_fold post_pre the same few us.
 B=$BD/tools/mhc
 ( build_tree .snap2 main ) &
@@ -16,7 +16,7 @@ r() { grep "^\[" | sed 's/(p10[^)]*)//; s/, chain.*//'; }
 for round in 1 2; do
 for t in main new; do
   bin=$([ $t = new ] && echo $B || echo ../build-main/tools/mhc)
-  timeout 40 $bin bench --ops post_pre --modes shifted_fold,shifted --H 2048,4096,5120 --T 1024,4096,16384 --budget-s 14 2>&1 | r | sed "s/^/[ab$round $t] /"
+  timeout 40 $bin bench --ops post_pre --modes shifted_fold,shifted --H 2048,4096,5120,7168 --T 1024,4096,16384 --budget-s 14 2>&1 | r | sed "s/^/[ab$round $t] /"
   timeout 25 $bin bench --ops post --modes full --H 4096,5120,7168 --T 4096,16384 --budget-s 8 2>&1 | r | sed "s/^/[ab$round $t] /"
   timeout 15 $bin bench --ops post_pre --modes normal_fold --H 4096,5120,7168 --T 16384 --budget-s 6 2>&1 | r | sed "s/^/[ab$round $t] /"
 done
