@@ -4,12 +4,6 @@
 
 namespace mhc::cuda {
 
-/// Sums `values[0..count)` over the block, in a fixed order (warp shuffles, then warps in
-/// index order): deterministic. `scratch` holds count * warps floats. The result is in `values`
-/// of every thread on return. kWarps = 0: every thread of the block calls it (warps =
-/// blockDim.x / 32, block barriers); kWarps > 0: exactly the first kWarps warps call it and
-/// synchronise on named barrier kBarrier (1..15), so other warps of the block may do other work;
-/// the same order, so the same bits as a block of kWarps warps.
 /// The sum of v over the warp's 32 lanes by the xor butterfly 16, 8, 4, 2, 1 (every lane gets
 /// the same bits): block_sum's first step.
 __device__ __forceinline__ float warp_sum(float v) {
@@ -18,6 +12,12 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+/// Sums `values[0..count)` over the block, in a fixed order (warp shuffles, then warps in
+/// index order): deterministic. `scratch` holds count * warps floats. The result is in `values`
+/// of every thread on return. kWarps = 0: every thread of the block calls it (warps =
+/// blockDim.x / 32, block barriers); kWarps > 0: exactly the first kWarps warps call it and
+/// synchronise on named barrier kBarrier (1..15), so other warps of the block may do other work;
+/// the same order, so the same bits as a block of kWarps warps.
 template <int kCount, int kWarps = 0, int kBarrier = 1>
 __device__ __forceinline__ void block_sum(float (&values)[kCount], float* scratch) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
