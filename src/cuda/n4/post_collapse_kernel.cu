@@ -10,19 +10,25 @@
 // shared memory while the block works on one, as post_bulk_kernel does; a stage is refilled as
 // soon as it is read, and a token costs one block barrier (docs/performance.md has the rows).
 //
-// Grid mapping: one 512-thread block per multiprocessor (persistent), tokens blockIdx.x +
-// k gridDim.x. A stage holds token t's 4 stream rows and its layer-output row (5 bulk copies of
-// 2 H bytes, one mbarrier); 3 stages (2 where H > 6144, for shared memory). Thread tid takes the
-// 8-column vectors tid, tid + 512, .. of the row. Token k: wait for its stage, read the thread's
+// Grid mapping: persistent blocks, tokens blockIdx.x + k gridDim.x: with the fold, two 256-thread
+// blocks per multiprocessor where each fits 2 stages (H <= 4096: two vectors a thread at
+// H = 4096, so the per-token work of a thread (its mixes, post weights, barrier) covers twice the
+// columns, and one block's barrier wait overlaps the other's work; Nsight Compute: 394 against
+// 430 us at T = 16384), else one block of 512 threads (without the fold the narrow shape measured
+// 5 us slower: it then streams more than it issues, and a block's ring is shallower). A stage
+// holds token t's 4 stream rows and its layer-output row (5 bulk copies of 2 H bytes, one
+// mbarrier); 3 stages where they fit (one block: H <= 6144; two: H <= 3072), else 2. Thread tid takes the 8-column
+// vectors tid, tid + kThreads, .. of the row. Token k: wait for its stage, read the thread's
 // vectors into registers, `fence.proxy.async` (the reads before any later bulk copy into the
 // stage), the block barrier, thread 0 refills the stage with the token that many on; the upper
-// 256 threads form token k - 1's fold chains from its collapsed row (row buffer (k - 1) % 2) into
-// warp sums (buffer (k - 1) % 2), every thread folds token k - 2 (row buffer k % 2, its own
-// vectors, the 8 warp sums, the RMSNorm weight copied to shared memory once), then forms token
-// k's post (post8; residual_out stored) and collapse (collapse_vec) into row buffer k % 2, or
-// straight to layer_input without the fold. The token's 24 mix values (post, comb, carried pre)
-// come from shared memory, loaded by 24 threads during the token before (their L2 latency off
-// the token's path). After the last token, two barriers and the last two folds.
+// 256 threads (all of a 256-thread block) form token k - 1's fold chains from its collapsed row
+// (row buffer (k - 1) % 2) into warp sums (buffer (k - 1) % 2), every thread folds token k - 2
+// (row buffer k % 2, its own vectors, the 8 warp sums, the RMSNorm weight copied to shared
+// memory once), then forms token k's post (post8; residual_out stored) and collapse
+// (collapse_vec) into row buffer k % 2, or straight to layer_input without the fold. The
+// token's 24 mix values (post, comb, carried pre) come from shared memory, loaded by 24 threads
+// during the token before (their L2 latency off the token's path). After the last token, two
+// barriers and the last two folds.
 // Accumulation: post8 and collapse_vec (exact sums rounded once). The fold's sum of squares is
 // collapse_kernel's: 256 fmaf chains, chain c over vectors c, c + 256, .. in order, each warp's 32
 // summed by the xor butterfly 16, 8, 4, 2, 1, then the 8 warp sums in order from 0 (block_sum's
@@ -43,20 +49,27 @@ namespace mhc::cuda::n4 {
 
 namespace {
 
-constexpr int kPcThreads = 512;
+constexpr int kSmThreads = 512;          // threads a multiprocessor: one block of 512 or two of 256
 constexpr int kMaxStages = 3;
 constexpr int kBarBytes = 128;           // the stages' mbarriers
 constexpr int kFoldThreads = kThreadsB;  // the fold's 256 chains (collapse_kernel's)
 constexpr int kFoldWarps = kFoldThreads / 32;
-constexpr int64_t kSmemLimit = 227 * 1024;
+constexpr int64_t kSmemLimit = 227 * 1024;      // one block a multiprocessor
+constexpr int64_t kSmemLimitPair = 113 * 1024;  // each of two (228 KB less 1 KB reserved a block)
 
-// Stages at H: 3 where they, the two collapsed rows and the RMSNorm weight fit, else 2.
-__host__ __device__ inline int post_collapse_stages(int64_t H) {
-  return kBarBytes + (kMaxStages * 10 + 6) * H <= kSmemLimit ? kMaxStages : 2;
+// Stages at H for `blocks` blocks a multiprocessor: 3 where they, the two collapsed rows and the
+// RMSNorm weight fit, else 2 (post_collapse_narrow_fits says where two blocks of 2 stages fit).
+__host__ __device__ inline int post_collapse_stages(int64_t H, int blocks) {
+  const int64_t limit = blocks == 1 ? kSmemLimit : kSmemLimitPair;
+  return kBarBytes + (kMaxStages * 10 + 6) * H <= limit ? kMaxStages : 2;
 }
 // Dynamic shared memory at H: the barriers, the stages of 10 H bytes, two collapsed rows of 2 H,
 // the RMSNorm weight (2 H).
-size_t post_collapse_smem(int64_t H) { return kBarBytes + static_cast<size_t>(post_collapse_stages(H) * 10 + 6) * H; }
+size_t post_collapse_smem(int64_t H, int blocks) {
+  return kBarBytes + static_cast<size_t>(post_collapse_stages(H, blocks) * 10 + 6) * H;
+}
+// Two 256-thread blocks a multiprocessor where each fits its 2 stages (H <= 4096), else one of 512.
+bool post_collapse_narrow_fits(int64_t H) { return kBarBytes + (2 * 10 + 6) * H <= kSmemLimitPair; }
 
 // The 5 copies of token t's rows into stage `st`, completing `bar`.
 __device__ __forceinline__ void fill_token(const N4Params& p, int64_t t, uint32_t st, uint32_t bar) {
@@ -71,10 +84,11 @@ __device__ __forceinline__ void fill_token(const N4Params& p, int64_t t, uint32_
 constexpr int kMixes = kPostMixes + kN;  // the post's and the carried pre (token_mix_value)
 
 // The fold's 256 chains of one token's collapsed row, by the block's upper 256 threads (those
-// with the fewest vectors where H / 8 is not a multiple of 512): chain c = tid - 256 over vectors
-// c, c + 256, .. in order, each warp's 32 summed by warp_sum, into sums[c / 32].
+// with the fewest vectors where H / 8 is not a multiple of kThreads): chain c = tid - (kThreads -
+// 256) over vectors c, c + 256, .. in order, each warp's 32 summed by warp_sum, into sums[c / 32].
+template <int kThreads>
 __device__ __forceinline__ void chains(const uint4* row, int64_t vecs, float* sums) {
-  const int c = threadIdx.x - (kPcThreads - kFoldThreads);
+  const int c = threadIdx.x - (kThreads - kFoldThreads);
   if (c < 0) return;
   float sq = 0.0f;
   for (int64_t v = c; v < vecs; v += kFoldThreads) add_squares(row[v], sq);
@@ -85,7 +99,7 @@ __device__ __forceinline__ void chains(const uint4* row, int64_t vecs, float* su
 // The fold of one token by every thread: inv from the 8 warp sums in order (block_sum's tail),
 // then its vectors bf16(u * inv * w) (wgt: the RMSNorm weight, copied to shared memory once, each
 // thread its own vectors).
-template <int kVecs>
+template <int kThreads, int kVecs>
 __device__ __forceinline__ void fold_token(const N4Params& p, bf16_t* dst, const float* sums, const uint4* row,
                                            const uint4* wgt) {
   const float4 lo = reinterpret_cast<const float4*>(sums)[0], hi = reinterpret_cast<const float4*>(sums)[1];
@@ -94,21 +108,23 @@ __device__ __forceinline__ void fold_token(const N4Params& p, bf16_t* dst, const
   const int64_t vecs = p.H / 8;
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
-    const int64_t v = threadIdx.x + static_cast<int64_t>(i) * kPcThreads;
+    const int64_t v = threadIdx.x + static_cast<int64_t>(i) * kThreads;
     if (v < vecs) st16(dst + v * 8, fold_vec(row[v], wgt[v], inv));
   }
 }
 
-// kVecs: vectors a thread, ceil(H / 8 / 512).
-template <int kVecs>
-__global__ void __launch_bounds__(kPcThreads, 1) post_collapse_kernel(const N4Params p) {
+// kThreads: 512 (one block a multiprocessor) or 256 (two); kVecs: vectors a thread,
+// ceil(H / 8 / kThreads).
+template <int kThreads, int kVecs>
+__global__ void __launch_bounds__(kThreads, kSmThreads / kThreads) post_collapse_kernel(const N4Params p) {
+  constexpr int kBlocks = kSmThreads / kThreads;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(16) float sums[2][kFoldWarps];  // the fold's warp sums of token k (k % 2)
   __shared__ float mixes[2][kMixes];     // token k's post, comb and carried pre mixes (k % 2)
   pdl_launch_dependents();
   const int tid = threadIdx.x;
   const int64_t vecs = p.H / 8;
-  const int stages_n = post_collapse_stages(p.H);
+  const int stages_n = post_collapse_stages(p.H, kBlocks);
   const uint32_t row_bytes = static_cast<uint32_t>(p.H * 2), stage_bytes = 5 * row_bytes;
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const uint32_t stages = base + kBarBytes;
@@ -136,7 +152,7 @@ __global__ void __launch_bounds__(kPcThreads, 1) post_collapse_kernel(const N4Pa
   if (fold) {  // the thread's own vectors of the weight: it alone reads them
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
-      const int64_t v = tid + static_cast<int64_t>(i) * kPcThreads;
+      const int64_t v = tid + static_cast<int64_t>(i) * kThreads;
       if (v < vecs) wgt[v] = ld16(p.rmsnorm_weight + v * 8);
     }
   }
@@ -149,7 +165,7 @@ __global__ void __launch_bounds__(kPcThreads, 1) post_collapse_kernel(const N4Pa
     uint4 r[kVecs][kN], lo[kVecs];
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
-      const int64_t v = tid + static_cast<int64_t>(i) * kPcThreads;
+      const int64_t v = tid + static_cast<int64_t>(i) * kThreads;
       if (v < vecs) {
 #pragma unroll
         for (int j = 0; j < kN; ++j) r[i][j] = st[j * vecs + v];
@@ -170,10 +186,10 @@ __global__ void __launch_bounds__(kPcThreads, 1) post_collapse_kernel(const N4Pa
       fill_token(p, t + stages_n * step, stages + s * stage_bytes, base + s * 8);
     }
     if (fold) {  // block-uniform
-      if (k >= 1) chains(rows + ((k - 1) & 1) * vecs, vecs, sums[(k - 1) & 1]);  // token k - 1's
+      if (k >= 1) chains<kThreads>(rows + ((k - 1) & 1) * vecs, vecs, sums[(k - 1) & 1]);  // token k - 1's
       // token k - 2's fold, from its row (this buffer, which token k overwrites below: each
       // thread reads and writes only its own vectors there)
-      if (k >= 2) fold_token<kVecs>(p, dst2, sums[(k - 2) & 1], rows + (k & 1) * vecs, wgt);
+      if (k >= 2) fold_token<kThreads, kVecs>(p, dst2, sums[(k - 2) & 1], rows + (k & 1) * vecs, wgt);
     }
     const PostWeights pw = post_weights(mix, mix + kN);
     const float pre_scale = sum_error_scale(pre);
@@ -182,7 +198,7 @@ __global__ void __launch_bounds__(kPcThreads, 1) post_collapse_kernel(const N4Pa
     uint4* row = rows + (k & 1) * vecs;
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
-      const int64_t v = tid + static_cast<int64_t>(i) * kPcThreads;
+      const int64_t v = tid + static_cast<int64_t>(i) * kThreads;
       if (v < vecs) {
         uint4 out[kN];
         post8(pw, r[i], lo[i], out);
@@ -206,21 +222,26 @@ __global__ void __launch_bounds__(kPcThreads, 1) post_collapse_kernel(const N4Pa
   }
   if (fold && k > 0) {  // the last two tokens' folds
     __syncthreads();  // the last token's collapsed row is complete, the warp sums before it written
-    chains(rows + ((k - 1) & 1) * vecs, vecs, sums[(k - 1) & 1]);
-    if (k >= 2) fold_token<kVecs>(p, dst2, sums[(k - 2) & 1], rows + (k & 1) * vecs, wgt);
+    chains<kThreads>(rows + ((k - 1) & 1) * vecs, vecs, sums[(k - 1) & 1]);
+    if (k >= 2) fold_token<kThreads, kVecs>(p, dst2, sums[(k - 2) & 1], rows + (k & 1) * vecs, wgt);
     __syncthreads();
-    fold_token<kVecs>(p, dst1, sums[(k - 1) & 1], rows + ((k - 1) & 1) * vecs, wgt);
+    fold_token<kThreads, kVecs>(p, dst1, sums[(k - 1) & 1], rows + ((k - 1) & 1) * vecs, wgt);
   }
 }
 
 }  // namespace
 
 bool configure_post_collapse_kernel(int device) {
-  size_t most = 0;  // the largest need over the supported H
-  for (int64_t H = kSliceK; H <= kPostCollapseMaxH; H += kSliceK) most = std::max(most, post_collapse_smem(H));
-  const int bytes = static_cast<int>(most);
-  return allow_dynamic_smem(post_collapse_kernel<1>, device, bytes) &&
-         allow_dynamic_smem(post_collapse_kernel<2>, device, bytes);
+  size_t narrow = 0, wide = 0;  // the largest need of each shape over the H it runs
+  for (int64_t H = kSliceK; H <= kPostCollapseMaxH; H += kSliceK) {
+    if (post_collapse_narrow_fits(H)) narrow = std::max(narrow, post_collapse_smem(H, 2));
+    wide = std::max(wide, post_collapse_smem(H, 1));
+  }
+  const int n = static_cast<int>(narrow), w = static_cast<int>(wide);
+  return allow_dynamic_smem(post_collapse_kernel<256, 1>, device, n) &&
+         allow_dynamic_smem(post_collapse_kernel<256, 2>, device, n) &&
+         allow_dynamic_smem(post_collapse_kernel<512, 1>, device, w) &&
+         allow_dynamic_smem(post_collapse_kernel<512, 2>, device, w);
 }
 
 bool post_collapse_supports(int64_t H) { return H % kSliceK == 0 && H <= kPostCollapseMaxH; }
@@ -231,13 +252,20 @@ void launch_post_collapse_kernel(const N4Params& p, const LaunchCtx& ctx) {
                 p.layer_input != nullptr,
             "post_collapse_kernel: needs the post's inputs and outputs and a carried pre");
   if (p.T <= 0) return;
-  const int64_t sms = ctx.num_sms > 0 ? ctx.num_sms : 1;
-  const dim3 grid(static_cast<unsigned>(p.T < sms ? p.T : sms));
-  const int smem = static_cast<int>(post_collapse_smem(p.H));
-  if (p.H / 8 <= kPcThreads) {
-    launch_kernel(post_collapse_kernel<1>, grid, kPcThreads, smem, ctx, p);
+  const bool narrow = p.rmsnorm_weight != nullptr && post_collapse_narrow_fits(p.H);
+  const int64_t blocks = (ctx.num_sms > 0 ? ctx.num_sms : 1) * (narrow ? 2 : 1);
+  const dim3 grid(static_cast<unsigned>(p.T < blocks ? p.T : blocks));
+  const int smem = static_cast<int>(post_collapse_smem(p.H, narrow ? 2 : 1));
+  if (!narrow) {
+    if (p.H / 8 <= 512) {
+      launch_kernel(post_collapse_kernel<512, 1>, grid, 512, smem, ctx, p);
+    } else {
+      launch_kernel(post_collapse_kernel<512, 2>, grid, 512, smem, ctx, p);
+    }
+  } else if (p.H / 8 <= 256) {
+    launch_kernel(post_collapse_kernel<256, 1>, grid, 256, smem, ctx, p);
   } else {
-    launch_kernel(post_collapse_kernel<2>, grid, kPcThreads, smem, ctx, p);
+    launch_kernel(post_collapse_kernel<256, 2>, grid, 256, smem, ctx, p);
   }
 }
 
@@ -247,6 +275,8 @@ void launch_post_collapse_kernel(const N4Params& p, const LaunchCtx& ctx) {
 // that every launched kernel is listed).
 #include "src/cuda/kernel_list.cuh"
 void mhc::cuda::n4::list_post_collapse_kernels(KernelList& out) {
-  add_kernel(out, post_collapse_kernel<1>, "n4::post_collapse_kernel<1>");
-  add_kernel(out, post_collapse_kernel<2>, "n4::post_collapse_kernel<2>");
+  add_kernel(out, post_collapse_kernel<256, 1>, "n4::post_collapse_kernel<256, 1>");
+  add_kernel(out, post_collapse_kernel<256, 2>, "n4::post_collapse_kernel<256, 2>");
+  add_kernel(out, post_collapse_kernel<512, 1>, "n4::post_collapse_kernel<512, 1>");
+  add_kernel(out, post_collapse_kernel<512, 2>, "n4::post_collapse_kernel<512, 2>");
 }
