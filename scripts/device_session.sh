@@ -12,8 +12,8 @@
 # (each kernel of a staged call), ab (this tree against another), san (the tools of
 # MHC_S7_SAN_TOOLS over MHC_S7_SAN_FILTER).
 # Everything lands under $OUT/r; $OUT/summary.txt and $OUT/results.tgz come back. The prefill
-# step's command list may call run_t (below) for a subset of the GPU tests and build_tree for
-# another carried tree.
+# step's command list may call run_t (below) for a subset of the GPU tests, build_tree for
+# another carried tree and san_t for a sanitizer over a subset.
 set -u
 export OUT=${OUT:-/tmp/o}
 R=$OUT/r; mkdir -p "$R"
@@ -39,7 +39,14 @@ build_tree() {
     cmake --build "../build-$2" --target mhc_cli > "$OUT/r/$2-build.log" 2>&1
   echo "[$2 build rc=$?]" >> "$OUT/r/builds-done"
 }
-export -f run_t build_tree
+# san_t TOOL TIMEOUT FILTER: compute-sanitizer's TOOL over test_gpu on FILTER, one "[san TOOL rc=..
+# SUMMARY]" line (the log in $OUT/r/san-TOOL.log).
+san_t() {
+  timeout "$2" compute-sanitizer --tool "$1" ${MHC_S7_SAN_ARGS:-} --error-exitcode 9 "$BD/tests/test_gpu" \
+    --gtest_filter="$3" --gtest_brief=1 > "$OUT/r/san-$1.log" 2>&1
+  echo "[san $1 rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/r/san-$1.log" | tail -1) $(grep -E '^\[  PASSED|^\[  FAILED' "$OUT/r/san-$1.log" | head -2 | tr '\n' ' ')]"
+}
+export -f run_t build_tree san_t
 export BD OUT
 steps=" $* "
 S build
@@ -290,9 +297,7 @@ if [[ "$steps" == *" san "* ]]; then
   S san
   SF=${MHC_S7_SAN_FILTER:-'Grid/GpuGrid.MatchesReference/post_pre_shifted_norm_n4_H4096:Grid/GpuGrid.MatchesReference/pre_computed_norm_n4_H4096:Grid/GpuGrid.MatchesReference/head_learned_norm_n4_H4096:GpuErrors.*'}
   for tool in ${MHC_S7_SAN_TOOLS:-memcheck synccheck racecheck}; do
-    timeout "${MHC_S7_SAN_S:-45}" compute-sanitizer --tool $tool ${MHC_S7_SAN_ARGS:-} --error-exitcode 9 $BD/tests/test_gpu --gtest_filter="$SF" \
-      --gtest_brief=1 > "$R/san-$tool.log" 2>&1
-    echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$R/san-$tool.log" | tail -1) $(grep -E '^\[  PASSED|^\[  FAILED' "$R/san-$tool.log" | head -2 | tr '\n' ' ')" | tee -a "$R/summary.txt"
+    san_t $tool "${MHC_S7_SAN_S:-45}" "$SF" | tee -a "$R/summary.txt"
   done
 fi
 S done

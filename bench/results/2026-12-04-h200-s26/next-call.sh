@@ -24,7 +24,5 @@ for t in main new new main; do
   timeout 40 $bin bench --ops post_pre --modes shifted_fold --H 2048,4096,5120,7168 --T 4096,16384 --budget-s 12 2>&1 | r | sed "s/^/[ab $t] /"
   timeout 20 $bin bench --ops post_pre --modes shifted --H 4096,5120 --T 16384 --budget-s 5 2>&1 | r | sed "s/^/[ab $t] /"
 done
-for tool in memcheck synccheck racecheck; do
-  timeout $([ $tool = racecheck ] && echo 120 || echo 60) compute-sanitizer --tool $tool --error-exitcode 9 $BD/tests/test_gpu --gtest_filter='Modes/GpuNanInf.*/post_pre_shifted_norm:Modes/GpuFusion.*/post_pre_shifted_norm' --gtest_brief=1 > $OUT/r/san-$tool.log 2>&1
-  echo "[san $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/r/san-$tool.log | tail -1)]"
-done
+SF='Modes/GpuNanInf.*/post_pre_shifted_norm:Modes/GpuFusion.*/post_pre_shifted_norm'
+san_t memcheck 60 "$SF"; san_t synccheck 60 "$SF"; san_t racecheck 120 "$SF"
