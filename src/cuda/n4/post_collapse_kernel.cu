@@ -256,17 +256,11 @@ void launch_post_collapse_kernel(const N4Params& p, const LaunchCtx& ctx) {
   const int64_t blocks = (ctx.num_sms > 0 ? ctx.num_sms : 1) * (narrow ? 2 : 1);
   const dim3 grid(static_cast<unsigned>(p.T < blocks ? p.T : blocks));
   const int smem = static_cast<int>(post_collapse_smem(p.H, narrow ? 2 : 1));
-  if (!narrow) {
-    if (p.H / 8 <= 512) {
-      launch_kernel(post_collapse_kernel<512, 1>, grid, 512, smem, ctx, p);
-    } else {
-      launch_kernel(post_collapse_kernel<512, 2>, grid, 512, smem, ctx, p);
-    }
-  } else if (p.H / 8 <= 256) {
-    launch_kernel(post_collapse_kernel<256, 1>, grid, 256, smem, ctx, p);
-  } else {
-    launch_kernel(post_collapse_kernel<256, 2>, grid, 256, smem, ctx, p);
-  }
+  const int threads = narrow ? 256 : 512;
+  const bool one_vec = p.H / 8 <= threads;  // else two vectors a thread
+  void (*kernel)(N4Params) = narrow ? (one_vec ? post_collapse_kernel<256, 1> : post_collapse_kernel<256, 2>)
+                                    : (one_vec ? post_collapse_kernel<512, 1> : post_collapse_kernel<512, 2>);
+  launch_kernel(kernel, grid, threads, smem, ctx, p);
 }
 
 }  // namespace mhc::cuda::n4
