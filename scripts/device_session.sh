@@ -2,7 +2,7 @@
 # A session's device calls (sessions 7 and 8). Runs from a snapshot of a commit (so other
 # engineers' uncommitted edits in the shared checkout never reach the GPU build):
 #   here:   bash scripts/prepare_device.sh
-#           rm -rf .snap && mkdir .snap && git archive HEAD | tar -x -C .snap
+#           bash scripts/snap.sh .snap HEAD [PATCH...]   (git archive, the patches applied and checked)
 #           (.snap and .deps are ignored; the call carries both)
 #   device: cd .snap && bash scripts/device_session.sh STEP...
 # Steps: record (the benchmark of record), test (GPU subset), decode (decode rows by variant),

@@ -1,9 +1,12 @@
-# Prepared for the next session's first device call (not run). Three trees, each from
-# `git archive HEAD` of main with patches applied INSIDE the folder by patch -p1 (session 26's call 1
-# used `git apply` inside .snap, which applied nothing; check with `diff -rq src .snap/src`):
-#   .snap  = main + next-s26-ownfold.patch + next-s26-solo256.patch   (branch s26-next 5d41938)
-#   .snap3 = main + next-s26-ownfold.patch                            (s26-next 1845da2)
-#   .snap2 = main
+# Prepared for the next session's first device call (not run). Three trees, made here by
+# scripts/snap.sh (git archive of main, the patches applied inside the folder by patch -p1, and a
+# check that they changed what they name: session 26's call 1 used `git apply` inside .snap,
+# which applied nothing):
+#   D=bench/results/2026-12-04-h200-s26
+#   bash scripts/snap.sh .snap HEAD $D/next-s26-ownfold.patch $D/next-s26-solo256.patch   (= s26-next 5d41938)
+#   bash scripts/snap.sh .snap3 HEAD $D/next-s26-ownfold.patch                            (= s26-next 1845da2)
+#   bash scripts/snap.sh .snap2 HEAD
+#   cp $D/next-call.sh .snap/call.sh
 # carry [".deps", ".snap", ".snap2", ".snap3"]; run as session 26's calls (scripts/device_session.sh
 # prefill with this file as .snap/call.sh).
 # ownfold: post_collapse_kernel's 256-thread shape folds from registers (thread c's vectors are
