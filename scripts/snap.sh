@@ -8,13 +8,13 @@
 #   bash scripts/snap.sh .snap HEAD bench/results/<run>/next-x.patch
 #   bash scripts/snap.sh .snap2 HEAD
 set -euo pipefail
-cd "$(dirname "$0")/.."
 dir=${1:?usage: scripts/snap.sh DIR REV [PATCH...]}
 rev=${2:?usage: scripts/snap.sh DIR REV [PATCH...]}
 shift 2
-case "$dir" in .snap*) ;; *) echo "snap.sh: DIR must be a .snap* folder (ignored by git), not '$dir'" >&2; exit 2 ;; esac
 patches=()
-for p in "$@"; do patches+=("$(realpath "$p")"); done
+for p in "$@"; do patches+=("$(realpath "$p")"); done  # from the caller's folder
+cd "$(dirname "$0")/.."
+case "$dir" in .snap*) ;; *) echo "snap.sh: DIR must be a .snap* folder (ignored by git), not '$dir'" >&2; exit 2 ;; esac
 rm -rf "$dir"
 mkdir -p "$dir"
 git archive "$rev" | tar -x -C "$dir"
