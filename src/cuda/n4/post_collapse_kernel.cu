@@ -11,24 +11,28 @@
 // soon as it is read, and a token costs one block barrier (docs/performance.md has the rows).
 //
 // Grid mapping: persistent blocks, tokens blockIdx.x + k gridDim.x: with the fold, two 256-thread
-// blocks per multiprocessor where each fits 2 stages (H <= 4096: two vectors a thread at
-// H = 4096, so the per-token work of a thread (its mixes, post weights, barrier) covers twice the
-// columns, and one block's barrier wait overlaps the other's work; Nsight Compute: 394 against
-// 430 us at T = 16384), else one block of 512 threads (without the fold the narrow shape measured
-// 5 us slower: it then streams more than it issues, and a block's ring is shallower). A stage
-// holds token t's 4 stream rows and its layer-output row (5 bulk copies of 2 H bytes, one
-// mbarrier); 3 stages where they fit (one block: H <= 6144; two: H <= 3072), else 2. Thread tid takes the 8-column
-// vectors tid, tid + kThreads, .. of the row. Token k: wait for its stage, read the thread's
-// vectors into registers, `fence.proxy.async` (the reads before any later bulk copy into the
-// stage), the block barrier, thread 0 refills the stage with the token that many on; the upper
-// 256 threads (all of a 256-thread block) form token k - 1's fold chains from its collapsed row
-// (row buffer (k - 1) % 2) into warp sums (buffer (k - 1) % 2), every thread folds token k - 2
-// (row buffer k % 2, its own vectors, the 8 warp sums, the RMSNorm weight copied to shared
-// memory once), then forms token k's post (post8; residual_out stored) and collapse
-// (collapse_vec) into row buffer k % 2, or straight to layer_input without the fold. The
-// token's 24 mix values (post, comb, carried pre) come from shared memory, loaded by 24 threads
-// during the token before (their L2 latency off the token's path). After the last token, two
-// barriers and the last two folds.
+// blocks per multiprocessor where each fits 2 stages and the RMSNorm weight (H <= 5120: two or
+// three vectors a thread, so a thread's per-token work (its mixes, post weights, barrier) covers
+// more columns, and one block's barrier wait overlaps the other's work; Nsight Compute: 394
+// against 430 us at T = 16384, H = 4096), else one block of 512 threads (without the fold the
+// two-block shape measured 5 us slower: the pass then streams more than it issues, and a block's
+// ring is shallower). A stage holds token t's 4 stream rows and its layer-output row (5 bulk
+// copies of 2 H bytes, one mbarrier); 3 stages where they fit (one block: H <= 6144; two:
+// H <= 3072), else 2. Thread tid takes the 8-column vectors tid, tid + kThreads, .. of the row.
+// Token k: wait for its stage, read the thread's vectors into registers, `fence.proxy.async` (the
+// reads before any later bulk copy into the stage), the block barrier, thread 0 refills the stage
+// with the token that many on; then the fold of an earlier token, then token k's post (post8;
+// residual_out stored) and collapse (collapse_vec), stored to layer_input without the fold.
+// The fold, 512 threads: the upper 256 threads form token k - 1's fold chains from its collapsed
+// row (row buffer (k - 1) % 2) into warp sums (buffer (k - 1) % 2), every thread folds token
+// k - 2 (row buffer k % 2, its own vectors, the 8 warp sums, the weight copied to shared memory
+// once), and token k's collapse goes to row buffer k % 2; after the last token, two barriers
+// and the last two folds. 256 threads: thread c's vectors are exactly chain c's, so each thread
+// keeps its collapsed vectors of token k in registers, forms its chain and its warp's sum
+// (buffer k % 2) at once, and folds them after the next token's barrier (no rows in shared
+// memory); after the last token, one barrier and the last fold. The token's 24 mix values
+// (post, comb, carried pre) come from shared memory, loaded by 24 threads during the token
+// before (their L2 latency off the token's path).
 // Accumulation: post8 and collapse_vec (exact sums rounded once). The fold's sum of squares is
 // collapse_kernel's: 256 fmaf chains, chain c over vectors c, c + 256, .. in order, each warp's 32
 // summed by the xor butterfly 16, 8, 4, 2, 1, then the 8 warp sums in order from 0 (block_sum's
@@ -55,21 +59,24 @@ constexpr int kBarBytes = 128;           // the stages' mbarriers
 constexpr int kFoldThreads = kThreadsB;  // the fold's 256 chains (collapse_kernel's)
 constexpr int kFoldWarps = kFoldThreads / 32;
 constexpr int64_t kSmemLimit = 227 * 1024;      // one block a multiprocessor
-constexpr int64_t kSmemLimitPair = 113 * 1024;  // each of two (228 KB less 1 KB reserved a block)
+constexpr int64_t kSmemLimitPair = 113 * 1024 - 512;  // each of two: 228 KB less 1 KB reserved and the static arrays a block
 
-// Stages at H for `blocks` blocks a multiprocessor: 3 where they, the two collapsed rows and the
-// RMSNorm weight fit, else 2 (post_collapse_narrow_fits says where two blocks of 2 stages fit).
+// Bytes a block keeps besides its stages, in units of H: one block of 512 threads two collapsed
+// rows (2 H each, for the deferred fold) and the RMSNorm weight (2 H); a 256-thread block only the
+// weight (its threads fold their own vectors from registers).
+__host__ __device__ constexpr int post_collapse_tail(int blocks) { return blocks == 1 ? 6 : 2; }
+// Stages at H for `blocks` blocks a multiprocessor: 3 where they and the tail fit, else 2
+// (post_collapse_narrow_fits says where two blocks of 2 stages fit).
 __host__ __device__ inline int post_collapse_stages(int64_t H, int blocks) {
   const int64_t limit = blocks == 1 ? kSmemLimit : kSmemLimitPair;
-  return kBarBytes + (kMaxStages * 10 + 6) * H <= limit ? kMaxStages : 2;
+  return kBarBytes + (kMaxStages * 10 + post_collapse_tail(blocks)) * H <= limit ? kMaxStages : 2;
 }
-// Dynamic shared memory at H: the barriers, the stages of 10 H bytes, two collapsed rows of 2 H,
-// the RMSNorm weight (2 H).
+// Dynamic shared memory at H: the barriers, the stages of 10 H bytes, the tail.
 size_t post_collapse_smem(int64_t H, int blocks) {
-  return kBarBytes + static_cast<size_t>(post_collapse_stages(H, blocks) * 10 + 6) * H;
+  return kBarBytes + static_cast<size_t>(post_collapse_stages(H, blocks) * 10 + post_collapse_tail(blocks)) * H;
 }
-// Two 256-thread blocks a multiprocessor where each fits its 2 stages (H <= 4096), else one of 512.
-bool post_collapse_narrow_fits(int64_t H) { return kBarBytes + (2 * 10 + 6) * H <= kSmemLimitPair; }
+// Two 256-thread blocks a multiprocessor where each fits 2 stages and the weight (H <= 5120).
+bool post_collapse_narrow_fits(int64_t H) { return kBarBytes + (2 * 10 + post_collapse_tail(2)) * H <= kSmemLimitPair; }
 
 // The 5 copies of token t's rows into stage `st`, completing `bar`.
 __device__ __forceinline__ void fill_token(const N4Params& p, int64_t t, uint32_t st, uint32_t bar) {
@@ -96,20 +103,36 @@ __device__ __forceinline__ void chains(const uint4* row, int64_t vecs, float* su
   if ((c & 31) == 0) sums[c >> 5] = sq;
 }
 
-// The fold of one token by every thread: inv from the 8 warp sums in order (block_sum's tail),
-// then its vectors bf16(u * inv * w) (wgt: the RMSNorm weight, copied to shared memory once, each
-// thread its own vectors).
+// 1 / RMS of a token from its fold's 8 warp sums, added in order (block_sum's tail).
+__device__ __forceinline__ float fold_inv(const N4Params& p, const float* sums) {
+  const float4 lo = reinterpret_cast<const float4*>(sums)[0], hi = reinterpret_cast<const float4*>(sums)[1];
+  const float s = lo.x + lo.y + lo.z + lo.w + hi.x + hi.y + hi.z + hi.w;  // 0..7 in order, as block_sum
+  return 1.0f / sqrtf(s / static_cast<float>(p.H) + p.rmsnorm_eps);
+}
+
+// The fold of one token by every thread: its vectors bf16(u * inv * w) (wgt: the RMSNorm weight,
+// copied to shared memory once, each thread its own vectors), u from the collapsed row in shared
+// memory (512 threads) or from the thread's registers (256 threads: u[i] is vector tid + 256 i).
 template <int kThreads, int kVecs>
 __device__ __forceinline__ void fold_token(const N4Params& p, bf16_t* dst, const float* sums, const uint4* row,
                                            const uint4* wgt) {
-  const float4 lo = reinterpret_cast<const float4*>(sums)[0], hi = reinterpret_cast<const float4*>(sums)[1];
-  const float s = lo.x + lo.y + lo.z + lo.w + hi.x + hi.y + hi.z + hi.w;  // 0..7 in order, as block_sum
-  const float inv = 1.0f / sqrtf(s / static_cast<float>(p.H) + p.rmsnorm_eps);
+  const float inv = fold_inv(p, sums);
   const int64_t vecs = p.H / 8;
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
     const int64_t v = threadIdx.x + static_cast<int64_t>(i) * kThreads;
     if (v < vecs) st16(dst + v * 8, fold_vec(row[v], wgt[v], inv));
+  }
+}
+template <int kVecs>
+__device__ __forceinline__ void fold_own(const N4Params& p, bf16_t* dst, const float* sums, const uint4 (&u)[kVecs],
+                                         const uint4* wgt) {
+  const float inv = fold_inv(p, sums);
+  const int64_t vecs = p.H / 8;
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    const int64_t v = threadIdx.x + static_cast<int64_t>(i) * kFoldThreads;
+    if (v < vecs) st16(dst + v * 8, fold_vec(u[i], wgt[v], inv));
   }
 }
 
@@ -118,6 +141,7 @@ __device__ __forceinline__ void fold_token(const N4Params& p, bf16_t* dst, const
 template <int kThreads, int kVecs>
 __global__ void __launch_bounds__(kThreads, kSmThreads / kThreads) post_collapse_kernel(const N4Params p) {
   constexpr int kBlocks = kSmThreads / kThreads;
+  constexpr bool kOwnFold = kThreads == kFoldThreads;  // each thread's chain is its own vectors
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(16) float sums[2][kFoldWarps];  // the fold's warp sums of token k (k % 2)
   __shared__ float mixes[2][kMixes];     // token k's post, comb and carried pre mixes (k % 2)
@@ -128,8 +152,8 @@ __global__ void __launch_bounds__(kThreads, kSmThreads / kThreads) post_collapse
   const uint32_t row_bytes = static_cast<uint32_t>(p.H * 2), stage_bytes = 5 * row_bytes;
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const uint32_t stages = base + kBarBytes;
-  uint4* rows = reinterpret_cast<uint4*>(smem + kBarBytes + stages_n * stage_bytes);  // [2][vecs]
-  uint4* wgt = rows + 2 * vecs;                                                        // [vecs]
+  uint4* rows = reinterpret_cast<uint4*>(smem + kBarBytes + stages_n * stage_bytes);  // [2][vecs], 512 threads
+  uint4* wgt = kOwnFold ? rows : rows + 2 * vecs;                                      // [vecs]
   const bool fold = p.rmsnorm_weight != nullptr;
   if (tid == 0) {
     for (int s = 0; s < stages_n; ++s) mbar_init(base + s * 8, 1);
@@ -145,6 +169,7 @@ __global__ void __launch_bounds__(kThreads, kSmThreads / kThreads) post_collapse
   }
   bf16_t* dst1 = nullptr;  // layer_input of tokens k - 1 and k - 2, for their folds
   bf16_t* dst2 = nullptr;
+  uint4 u_prev[kVecs];  // 256 threads: the thread's collapsed vectors of token k - 1
   int s = 0;  // the token's stage, and the parity of its barrier's phase
   uint32_t parity = 0;
   int k = 0;
@@ -185,7 +210,9 @@ __global__ void __launch_bounds__(kThreads, kSmThreads / kThreads) post_collapse
     if (tid == 0 && t + stages_n * step < p.T) {
       fill_token(p, t + stages_n * step, stages + s * stage_bytes, base + s * 8);
     }
-    if (fold) {  // block-uniform
+    if (fold && kOwnFold) {  // block-uniform: token k - 1's fold, its warp sums written before the barrier
+      if (k >= 1) fold_own<kVecs>(p, dst1, sums[(k - 1) & 1], u_prev, wgt);
+    } else if (fold) {
       if (k >= 1) chains<kThreads>(rows + ((k - 1) & 1) * vecs, vecs, sums[(k - 1) & 1]);  // token k - 1's
       // token k - 2's fold, from its row (this buffer, which token k overwrites below: each
       // thread reads and writes only its own vectors there)
@@ -196,6 +223,7 @@ __global__ void __launch_bounds__(kThreads, kSmThreads / kThreads) post_collapse
     bf16_t* res_out = p.residual_out + t * p.residual_out_stride;
     bf16_t* dst = p.layer_input + t * p.layer_input_stride;
     uint4* row = rows + (k & 1) * vecs;
+    float sq = 0.0f;  // 256 threads: the fold's chain of this thread (its vectors in order)
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
       const int64_t v = tid + static_cast<int64_t>(i) * kThreads;
@@ -205,12 +233,19 @@ __global__ void __launch_bounds__(kThreads, kSmThreads / kThreads) post_collapse
 #pragma unroll
         for (int j = 0; j < kN; ++j) st16(res_out + j * p.H + v * 8, out[j]);
         const uint4 u = collapse_vec(CollapseKind::kWeighted, pre, pre_scale, out);
-        if (fold) {
+        if (fold && kOwnFold) {
+          u_prev[i] = u;
+          add_squares(u, sq);
+        } else if (fold) {
           row[v] = u;
         } else {
           st16(dst + v * 8, u);
         }
       }
+    }
+    if (fold && kOwnFold) {
+      sq = warp_sum(sq);
+      if ((tid & 31) == 0) sums[k & 1][tid >> 5] = sq;
     }
     if (next_mix) mixes[(k + 1) & 1][tid] = nmix;
     dst2 = dst1;
@@ -220,7 +255,10 @@ __global__ void __launch_bounds__(kThreads, kSmThreads / kThreads) post_collapse
       parity ^= 1u;
     }
   }
-  if (fold && k > 0) {  // the last two tokens' folds
+  if (fold && kOwnFold && k > 0) {  // the last token's fold
+    __syncthreads();  // its warp sums written
+    fold_own<kVecs>(p, dst1, sums[(k - 1) & 1], u_prev, wgt);
+  } else if (fold && k > 0) {  // the last two tokens' folds
     __syncthreads();  // the last token's collapsed row is complete, the warp sums before it written
     chains<kThreads>(rows + ((k - 1) & 1) * vecs, vecs, sums[(k - 1) & 1]);
     if (k >= 2) fold_token<kThreads, kVecs>(p, dst2, sums[(k - 2) & 1], rows + (k & 1) * vecs, wgt);
@@ -240,6 +278,7 @@ bool configure_post_collapse_kernel(int device) {
   const int n = static_cast<int>(narrow), w = static_cast<int>(wide);
   return allow_dynamic_smem(post_collapse_kernel<256, 1>, device, n) &&
          allow_dynamic_smem(post_collapse_kernel<256, 2>, device, n) &&
+         allow_dynamic_smem(post_collapse_kernel<256, 3>, device, n) &&
          allow_dynamic_smem(post_collapse_kernel<512, 1>, device, w) &&
          allow_dynamic_smem(post_collapse_kernel<512, 2>, device, w);
 }
@@ -257,9 +296,11 @@ void launch_post_collapse_kernel(const N4Params& p, const LaunchCtx& ctx) {
   const dim3 grid(static_cast<unsigned>(p.T < blocks ? p.T : blocks));
   const int smem = static_cast<int>(post_collapse_smem(p.H, narrow ? 2 : 1));
   const int threads = narrow ? 256 : 512;
-  const bool one_vec = p.H / 8 <= threads;  // else two vectors a thread
-  void (*kernel)(N4Params) = narrow ? (one_vec ? post_collapse_kernel<256, 1> : post_collapse_kernel<256, 2>)
-                                    : (one_vec ? post_collapse_kernel<512, 1> : post_collapse_kernel<512, 2>);
+  const int64_t per = (p.H / 8 + threads - 1) / threads;  // vectors a thread
+  void (*kernel)(N4Params) = !narrow   ? (per == 1 ? post_collapse_kernel<512, 1> : post_collapse_kernel<512, 2>)
+                             : per == 1 ? post_collapse_kernel<256, 1>
+                             : per == 2 ? post_collapse_kernel<256, 2>
+                                        : post_collapse_kernel<256, 3>;
   launch_kernel(kernel, grid, threads, smem, ctx, p);
 }
 
@@ -271,6 +312,7 @@ void launch_post_collapse_kernel(const N4Params& p, const LaunchCtx& ctx) {
 void mhc::cuda::n4::list_post_collapse_kernels(KernelList& out) {
   add_kernel(out, post_collapse_kernel<256, 1>, "n4::post_collapse_kernel<256, 1>");
   add_kernel(out, post_collapse_kernel<256, 2>, "n4::post_collapse_kernel<256, 2>");
+  add_kernel(out, post_collapse_kernel<256, 3>, "n4::post_collapse_kernel<256, 3>");
   add_kernel(out, post_collapse_kernel<512, 1>, "n4::post_collapse_kernel<512, 1>");
   add_kernel(out, post_collapse_kernel<512, 2>, "n4::post_collapse_kernel<512, 2>");
 }
