@@ -14,7 +14,11 @@
 // The chunk's B fragments (72 KB) lie in shared memory as 4 stream quarters of 18 KB, each with
 // an mbarrier: the last warp to be done with a quarter in a pass (a shared counter) reloads it
 // for the next pass by one bulk copy, so no block barrier stops the warps between passes and a
-// pass's first steps overlap the last steps of the pass before. The same
+// pass's first steps overlap the last steps of the pass before. Every lane of a done warp also
+// arrives on the quarter's `empty` mbarrier, and the reloading lane waits for that phase (already
+// complete: each warp arrives before it counts) before its proxy fence: the same order as the
+// counter's acquire-release, in the form compute-sanitizer's racecheck follows (through the counter
+// alone it reported the reload against the other warps' reads of the pass before). The same
 // warp owns a tile in every pass, so the running group sum of a tile is its own: the first pass
 // stores the chunk's partials, a later pass copies the run the same warp wrote in the pass
 // before (cp.async into the warp's 3200-byte run buffer, issued after that store and a
@@ -51,9 +55,9 @@ constexpr int kRunVecs = kRunBytes / 16;                    // 200
 constexpr int kRunCopyStep = kGroupSlots;
 constexpr int kStreamFragBytes = kFragBytes / kN;          // one stream's B fragments: 18 KB
 constexpr int kWarpBytes = kGroupSlots * kSlotBytes + kRunBytes;
-// After the fragments and the warps' rings: full[4] mbarriers, then done[4] counters.
+// After the fragments and the warps' rings: full[4] and empty[4] mbarriers, then done[4] counters.
 constexpr int kBarOffset = kFragBytes + kGroupWarps * kWarpBytes;
-constexpr int kGroupSmem = kBarOffset + kN * 8 + kN * 4;   // 225 KB + 48 bytes
+constexpr int kGroupSmem = kBarOffset + 2 * kN * 8 + kN * 4;  // 225 KB + 80 bytes
 static_assert(kGroupSmem <= 227 * 1024, "gemm_group_kernel shared memory");
 static_assert(kStreamFragBytes % 16 == 0 && kBarOffset % 8 == 0, "bulk copies and mbarriers");
 static_assert(kRunCopyStep < kN && kRunBytes % 16 == 0, "the run copy rides on a later step of the item");
@@ -138,12 +142,17 @@ __global__ void __launch_bounds__(kGroupWarps * 32, 1) gemm_group_kernel(const N
   const GroupRange range(p);
   if (range.count <= 0) return;  // block-uniform
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
-  const uint32_t frag_addr = shared_addr(smem), full = frag_addr + kBarOffset, done = full + kN * 8;
+  const uint32_t frag_addr = shared_addr(smem), full = frag_addr + kBarOffset, empty = full + kN * 8,
+                 done = empty + kN * 8;
   const int passes = group_chunks(range.g, range.chunks);
+  // The warps with tiles, each of which reports once a pass that it is done with a stream's
+  // fragments; the last of them to report reloads that stream's quarter for the next pass.
+  const uint32_t active = static_cast<uint32_t>(range.count < kGroupWarps ? range.count : kGroupWarps);
   if (threadIdx.x == 0) {
     for (int j = 0; j < kN; ++j) {
       mbar_init(full + 8 * j, 1);
-      reinterpret_cast<uint32_t*>(smem + kBarOffset + kN * 8)[j] = 0;
+      mbar_init(empty + 8 * j, active * 32);
+      reinterpret_cast<uint32_t*>(smem + kBarOffset + 2 * kN * 8)[j] = 0;
     }
     mbar_init_fence();
   }
@@ -169,9 +178,6 @@ __global__ void __launch_bounds__(kGroupWarps * 32, 1) gemm_group_kernel(const N
   float sq[kUnits];
   float unused[kMTiles][2][4];
   const int items = range.warp_items(warp);
-  // The warps with tiles, each of which reports once a pass that it is done with a stream's
-  // fragments; the last of them to report reloads that stream's quarter for the next pass.
-  const uint32_t active = static_cast<uint32_t>(range.count < kGroupWarps ? range.count : kGroupWarps);
   const uint2* frag = reinterpret_cast<const uint2*>(smem);
   int s = 0;
 #pragma unroll 1
@@ -202,13 +208,18 @@ __global__ void __launch_bounds__(kGroupWarps * 32, 1) gemm_group_kernel(const N
           }
         }
         __syncwarp();  // every lane is done reading the slot, the run buffer and stream j's fragments
-        if (k == items - 1 && pass + 1 < passes && lane == 0) {
-          // This warp's last use of stream j's fragments in this pass: the last warp to say so
-          // (release / acquire through the counter) hands the quarter to the bulk-copy engine.
-          const uint32_t old = atom_add_acq_rel_cta_shared(done + 4 * j, 1);
-          if (old % active == active - 1) {
-            fence_proxy_async_shared();
-            load_stream_fragments(p, frag_addr, full, range.g + kPartialSplit * (pass + 1), j);
+        if (k == items - 1 && pass + 1 < passes) {
+          // This warp's last use of stream j's fragments in this pass: every lane arrives on
+          // empty[j], then the last warp to count itself (release / acquire through the counter)
+          // waits for the phase and hands the quarter to the bulk-copy engine.
+          mbar_arrive(empty + 8 * j);
+          if (lane == 0) {
+            const uint32_t old = atom_add_acq_rel_cta_shared(done + 4 * j, 1);
+            if (old % active == active - 1) {
+              mbar_wait(empty + 8 * j, static_cast<uint32_t>(pass) & 1u);
+              fence_proxy_async_shared();
+              load_stream_fragments(p, frag_addr, full, range.g + kPartialSplit * (pass + 1), j);
+            }
           }
         }
         if (issue.valid) {
