@@ -17,8 +17,9 @@
 // pass's first steps overlap the last steps of the pass before. Every lane of a done warp also
 // arrives on the quarter's `empty` mbarrier, and the reloading lane waits for that phase (already
 // complete: each warp arrives before it counts) before its proxy fence: the same order as the
-// counter's acquire-release, in the form compute-sanitizer's racecheck follows (through the counter
-// alone it reported the reload against the other warps' reads of the pass before). The same
+// counter's acquire-release, in the form compute-sanitizer's racecheck follows (it does not follow
+// the counter, nor a __syncwarp before one lane's arrival: both report the reload against the
+// other warps' reads of the pass before; docs/performance.md). The same
 // warp owns a tile in every pass, so the running group sum of a tile is its own: the first pass
 // stores the chunk's partials, a later pass copies the run the same warp wrote in the pass
 // before (cp.async into the warp's 3200-byte run buffer, issued after that store and a
