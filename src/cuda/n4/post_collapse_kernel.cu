@@ -110,30 +110,30 @@ __device__ __forceinline__ float fold_inv(const N4Params& p, const float* sums) 
   return 1.0f / sqrtf(s / static_cast<float>(p.H) + p.rmsnorm_eps);
 }
 
-// The fold of one token by every thread: its vectors bf16(u * inv * w) (wgt: the RMSNorm weight,
-// copied to shared memory once, each thread its own vectors), u from the collapsed row in shared
-// memory (512 threads) or from the thread's registers (256 threads: u[i] is vector tid + 256 i).
-template <int kThreads, int kVecs>
-__device__ __forceinline__ void fold_token(const N4Params& p, bf16_t* dst, const float* sums, const uint4* row,
-                                           const uint4* wgt) {
+// The fold of one token by every thread: its vectors v = tid + kStride i, bf16(u * inv * w) (wgt:
+// the RMSNorm weight, copied to shared memory once, each thread its own vectors), u = vec(i, v):
+// from the collapsed row in shared memory (512 threads) or from the thread's registers (256
+// threads, whose vectors are their own chains').
+template <int kStride, int kVecs, class Vec>
+__device__ __forceinline__ void fold_vectors(const N4Params& p, bf16_t* dst, const float* sums, const uint4* wgt,
+                                             Vec vec) {
   const float inv = fold_inv(p, sums);
   const int64_t vecs = p.H / 8;
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
-    const int64_t v = threadIdx.x + static_cast<int64_t>(i) * kThreads;
-    if (v < vecs) st16(dst + v * 8, fold_vec(row[v], wgt[v], inv));
+    const int64_t v = threadIdx.x + static_cast<int64_t>(i) * kStride;
+    if (v < vecs) st16(dst + v * 8, fold_vec(vec(i, v), wgt[v], inv));
   }
+}
+template <int kThreads, int kVecs>
+__device__ __forceinline__ void fold_token(const N4Params& p, bf16_t* dst, const float* sums, const uint4* row,
+                                           const uint4* wgt) {
+  fold_vectors<kThreads, kVecs>(p, dst, sums, wgt, [row](int, int64_t v) { return row[v]; });
 }
 template <int kVecs>
 __device__ __forceinline__ void fold_own(const N4Params& p, bf16_t* dst, const float* sums, const uint4 (&u)[kVecs],
                                          const uint4* wgt) {
-  const float inv = fold_inv(p, sums);
-  const int64_t vecs = p.H / 8;
-#pragma unroll
-  for (int i = 0; i < kVecs; ++i) {
-    const int64_t v = threadIdx.x + static_cast<int64_t>(i) * kFoldThreads;
-    if (v < vecs) st16(dst + v * 8, fold_vec(u[i], wgt[v], inv));
-  }
+  fold_vectors<kFoldThreads, kVecs>(p, dst, sums, wgt, [&u](int i, int64_t) { return u[i]; });
 }
 
 // kThreads: 512 (one block a multiprocessor) or 256 (two); kVecs: vectors a thread,
