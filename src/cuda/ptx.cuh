@@ -120,8 +120,9 @@ __device__ __forceinline__ uint32_t atom_add_acq_rel_gpu(uint32_t* p, uint32_t v
   return old;
 }
 
-// mbarriers (sm_90+; shared-memory addresses as from __cvta_generic_to_shared): gemm_wg_kernel's
-// TMA stages and post_bulk_kernel's ring of bulk copies.
+// mbarriers (sm_90+; shared-memory addresses as from __cvta_generic_to_shared): the stages of the
+// TMA and bulk-copy kernels (gemm_wg, gemm_group, post_bulk, post_collapse), and gemm_group's
+// hand-back of a stage to its refill (mbar_arrive).
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
