@@ -65,18 +65,21 @@ constexpr int64_t kSmemLimitPair = 113 * 1024 - 512;  // each of two: 228 KB les
 // rows (2 H each, for the deferred fold) and the RMSNorm weight (2 H); a 256-thread block only the
 // weight (its threads fold their own vectors from registers).
 __host__ __device__ constexpr int post_collapse_tail(int blocks) { return blocks == 1 ? 6 : 2; }
-// Stages at H for `blocks` blocks a multiprocessor: 3 where they and the tail fit, else 2
-// (post_collapse_narrow_fits says where two blocks of 2 stages fit).
-__host__ __device__ inline int post_collapse_stages(int64_t H, int blocks) {
-  const int64_t limit = blocks == 1 ? kSmemLimit : kSmemLimitPair;
-  return kBarBytes + (kMaxStages * 10 + post_collapse_tail(blocks)) * H <= limit ? kMaxStages : 2;
+// Whether the barriers, `stages` stages of 10 H bytes and the tail fit each of `blocks` blocks a
+// multiprocessor.
+__host__ __device__ inline bool post_collapse_fits(int64_t H, int blocks, int stages) {
+  return kBarBytes + (stages * 10 + post_collapse_tail(blocks)) * H <= (blocks == 1 ? kSmemLimit : kSmemLimitPair);
 }
-// Dynamic shared memory at H: the barriers, the stages of 10 H bytes, the tail.
+// Stages at H for `blocks` blocks a multiprocessor: 3 where they and the tail fit, else 2.
+__host__ __device__ inline int post_collapse_stages(int64_t H, int blocks) {
+  return post_collapse_fits(H, blocks, kMaxStages) ? kMaxStages : 2;
+}
+// Dynamic shared memory at H: the barriers, the stages, the tail.
 size_t post_collapse_smem(int64_t H, int blocks) {
   return kBarBytes + static_cast<size_t>(post_collapse_stages(H, blocks) * 10 + post_collapse_tail(blocks)) * H;
 }
 // Two 256-thread blocks a multiprocessor where each fits 2 stages and the weight (H <= 5120).
-bool post_collapse_narrow_fits(int64_t H) { return kBarBytes + (2 * 10 + post_collapse_tail(2)) * H <= kSmemLimitPair; }
+bool post_collapse_narrow_fits(int64_t H) { return post_collapse_fits(H, 2, 2); }
 
 // The 5 copies of token t's rows into stage `st`, completing `bar`.
 __device__ __forceinline__ void fill_token(const N4Params& p, int64_t t, uint32_t st, uint32_t bar) {
@@ -292,10 +295,10 @@ void launch_post_collapse_kernel(const N4Params& p, const LaunchCtx& ctx) {
             "post_collapse_kernel: needs the post's inputs and outputs and a carried pre");
   if (p.T <= 0) return;
   const bool narrow = p.rmsnorm_weight != nullptr && post_collapse_narrow_fits(p.H);
-  const int64_t blocks = (ctx.num_sms > 0 ? ctx.num_sms : 1) * (narrow ? 2 : 1);
+  const int threads = narrow ? kFoldThreads : kSmThreads, per_sm = kSmThreads / threads;
+  const int64_t blocks = (ctx.num_sms > 0 ? ctx.num_sms : 1) * per_sm;
   const dim3 grid(static_cast<unsigned>(p.T < blocks ? p.T : blocks));
-  const int smem = static_cast<int>(post_collapse_smem(p.H, narrow ? 2 : 1));
-  const int threads = narrow ? 256 : 512;
+  const int smem = static_cast<int>(post_collapse_smem(p.H, per_sm));
   const int64_t per = (p.H / 8 + threads - 1) / threads;  // vectors a thread
   void (*kernel)(N4Params) = !narrow   ? (per == 1 ? post_collapse_kernel<512, 1> : post_collapse_kernel<512, 2>)
                              : per == 1 ? post_collapse_kernel<256, 1>
