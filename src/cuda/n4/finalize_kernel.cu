@@ -11,7 +11,10 @@
 // block). The block's partials of one run are count x 25 consecutive floats; thread tid sums
 // the elements e = tid, tid + 256, .. of that run (element e is row e % 25 of token e / 25) over
 // every run, kept as 8 group sums, so each load instruction of the block reads consecutive
-// floats and a thread has a group's worth of runs (8 loads an element) in flight. Then thread t
+// floats and a thread has a group's worth of runs (8 loads an element) in flight. Over chunk
+// partials of more than 4 rounds (H > 4096) and at most 2 x SMs x 10 tokens, the round-batched
+// form: kFinRoundTokens = 10 tokens a block, one element a thread, 8 rounds of its runs (64
+// loads) in flight at once instead of one round at a time. Then thread t
 // runs the epilogue of token t: the serial chains of 32 (64) tokens share one (two) warps, and
 // several blocks per multiprocessor overlap theirs.
 // Accumulation: the sums of collapse_kernel, bit for bit: group g is the 16 terms chunk g,
@@ -34,6 +37,8 @@ namespace {
 constexpr int kFinTokens = 32;       // tokens per block at most over chunk partials (one warp of epilogues)
 constexpr int kFinGroupTokens = 64;  // ... over group runs (8 loads a token and row: two warps of epilogues)
 constexpr int kFinThreads = 256;
+constexpr int kFinRoundTokens = kFinThreads / kPartial;  // 10: one element a thread (the round-batched form)
+constexpr int kRoundBatch = 8;      // the round-batched form's rounds in flight at once (8 x 8 loads)
 // Elements (token, row) a thread sums for a block of kTokens tokens.
 constexpr int elems_of(int tokens) { return (tokens * kPartial + kFinThreads - 1) / kFinThreads; }
 constexpr int kGroupTerms = kMaxChunks / kPartialSplit; // 16 terms per group
@@ -60,11 +65,15 @@ __device__ __forceinline__ float finish_group(float s, int n_real) {
 // at once); the diagnostics build (-DMHC_GEMM_PROBE, MHC_FINALIZE_PROBE) also has <32, 4, 2>,
 // fewer registers so that a T = 16384 slice's 512 blocks are one wave. Over group runs <64, 2,
 // kElems, true>: 8 loads an element, so a block can take 64 tokens (two warps of epilogues)
-// and a T = 16384 slice is one wave of 256 blocks. Every element's arithmetic is the same in all.
-template <int kTokens, int kMinBlocks, int kBatch, bool kGrouped = false>
+// and a T = 16384 slice is one wave of 256 blocks. kRounds > 0 (the round-batched form, chunk
+// partials of up to kFinRoundTokens tokens a block): one element a thread, its rounds kRounds at
+// a time, so that a round's loads do not wait for the round before (at T = 1024, H = 4096 the
+// other form makes 4 dependent L2 round trips). Every element's arithmetic is the same in all.
+template <int kTokens, int kMinBlocks, int kBatch, bool kGrouped = false, int kRounds = 0>
 __global__ void __launch_bounds__(kFinThreads, kMinBlocks) finalize_kernel(const FinalizeParams f) {
   constexpr int kElems = elems_of(kTokens);
   static_assert(kElems % kBatch == 0, "finalize_kernel: whole element batches");
+  static_assert(kRounds == 0 || (kElems == 1 && !kGrouped), "the round-batched form: one element a thread");
   static_assert(kTokens <= kFinThreads, "finalize_kernel: a thread an epilogue");
   __shared__ float s_dot[kTokens][kPartial];         // [token][row]: 24 dots, sum of squares
   const N4Params& p = f.p;
@@ -82,8 +91,36 @@ __global__ void __launch_bounds__(kFinThreads, kMinBlocks) finalize_kernel(const
   const int64_t chunk_stride = run_tokens * kPartial;  // floats from one run to the next
   const int rounds = kGrouped ? 1 : (p.chunks + kPartialSplit - 1) / kPartialSplit;
   const int runs = kGrouped && p.chunks > kPartialSplit ? kPartialSplit : p.chunks;
+  if constexpr (kRounds > 0) {
+    if (tid < run) {
+      float g[kPartialSplit];                        // the thread's group sums
 #pragma unroll 1
-  for (int e0 = 0; e0 < kElems; e0 += kBatch) {
+      for (int i0 = 0; i0 < rounds; i0 += kRounds) {
+        float v[kRounds][kPartialSplit];
+#pragma unroll
+        for (int b = 0; b < kRounds; ++b) {
+#pragma unroll
+          for (int k = 0; k < kPartialSplit; ++k) {
+            const int c = (i0 + b) * kPartialSplit + k;
+            v[b][k] = i0 + b < rounds && c < runs ? __ldcg(base + c * chunk_stride + tid) : 0.0f;
+          }
+        }
+#pragma unroll
+        for (int b = 0; b < kRounds; ++b) {
+#pragma unroll
+          for (int k = 0; k < kPartialSplit; ++k) {
+            if (i0 + b < rounds) g[k] = i0 + b == 0 ? v[b][k] : g[k] + v[b][k];
+          }
+        }
+      }
+      float s = finish_group(g[0], group_chunks(0, p.chunks));
+#pragma unroll
+      for (int k = 1; k < kPartialSplit; ++k) s += finish_group(g[k], group_chunks(k, p.chunks));
+      s_dot[tid / kPartial][tid % kPartial] = s;
+    }
+  }
+#pragma unroll 1
+  for (int e0 = 0; e0 < (kRounds > 0 ? 0 : kElems); e0 += kBatch) {
     float g[kBatch][kPartialSplit];                  // group sums of this batch's elements
     for (int i = 0; i < rounds; ++i) {
       float v[kBatch][kPartialSplit];
@@ -129,8 +166,13 @@ void launch_finalize_kernel(const N4Params& p, float* pre, bool grouped, const L
   if (p.T <= 0) return;
   // Tokens per block: enough blocks for every multiprocessor, at most the kernel's kTokens.
   // The per-token arithmetic does not depend on this choice (batch invariance).
-  const int64_t most = grouped ? kFinGroupTokens : kFinTokens;
+  // Over chunk partials of more than 4 rounds (H > 4096), up to two blocks a multiprocessor of
+  // kFinRoundTokens tokens (one wave at kMinBlocks 2) take the round-batched form. On the H200
+  // (session 28 calls 5-6) it took 1.4-2 us off mixes, pre and post_pre at H = 7168, T = 512-2048,
+  // and left H = 4096 (4 rounds) level at T = 1024 and 0.7-1 us slower at 2048.
   const int64_t sms = ctx.num_sms > 0 ? ctx.num_sms : 1;
+  const bool rounds = !grouped && p.chunks > 4 * kPartialSplit && p.T <= 2 * sms * kFinRoundTokens;
+  const int64_t most = grouped ? kFinGroupTokens : rounds ? kFinRoundTokens : kFinTokens;
   int64_t per_block = (p.T + sms - 1) / sms;
   per_block = per_block < 1 ? 1 : per_block > most ? most : per_block;
   const int64_t blocks = (p.T + per_block - 1) / per_block;
@@ -140,6 +182,10 @@ void launch_finalize_kernel(const N4Params& p, float* pre, bool grouped, const L
   const dim3 grid(static_cast<unsigned>(blocks));
   if (grouped) {
     launch_kernel(finalize_kernel<kFinGroupTokens, 2, elems_of(kFinGroupTokens), true>, grid, kFinThreads, 0, ctx, f);
+    return;
+  }
+  if (rounds) {
+    launch_kernel(finalize_kernel<kFinRoundTokens, 2, 1, false, kRoundBatch>, grid, kFinThreads, 0, ctx, f);
     return;
   }
 #ifdef MHC_GEMM_PROBE
@@ -159,4 +205,5 @@ void launch_finalize_kernel(const N4Params& p, float* pre, bool grouped, const L
 void mhc::cuda::n4::list_finalize_kernels(KernelList& out) {
   add_kernel(out, finalize_kernel<kFinTokens, 2, elems_of(kFinTokens)>, "n4::finalize_kernel");
   add_kernel(out, finalize_kernel<kFinGroupTokens, 2, elems_of(kFinGroupTokens), true>, "n4::finalize_kernel<group runs>");
+  add_kernel(out, finalize_kernel<kFinRoundTokens, 2, 1, false, kRoundBatch>, "n4::finalize_kernel<rounds batched>");
 }
