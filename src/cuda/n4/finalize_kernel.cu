@@ -67,8 +67,8 @@ __device__ __forceinline__ float finish_group(float s, int n_real) {
 // kElems, true>: 8 loads an element, so a block can take 64 tokens (two warps of epilogues)
 // and a T = 16384 slice is one wave of 256 blocks. kRounds > 0 (the round-batched form, chunk
 // partials of up to kFinRoundTokens tokens a block): one element a thread, its rounds kRounds at
-// a time, so that a round's loads do not wait for the round before (at T = 1024, H = 4096 the
-// other form makes 4 dependent L2 round trips). Every element's arithmetic is the same in all.
+// a time, so that a round's loads do not wait for the round before (the other form makes one
+// dependent L2 round trip a round: 7 at H = 7168). Every element's arithmetic is the same in all.
 template <int kTokens, int kMinBlocks, int kBatch, bool kGrouped = false, int kRounds = 0>
 __global__ void __launch_bounds__(kFinThreads, kMinBlocks) finalize_kernel(const FinalizeParams f) {
   constexpr int kElems = elems_of(kTokens);
@@ -171,8 +171,8 @@ void launch_finalize_kernel(const N4Params& p, float* pre, bool grouped, const L
   // (session 28 calls 5-6) it took 1.4-2 us off mixes, pre and post_pre at H = 7168, T = 512-2048,
   // and left H = 4096 (4 rounds) level at T = 1024 and 0.7-1 us slower at 2048.
   const int64_t sms = ctx.num_sms > 0 ? ctx.num_sms : 1;
-  const bool rounds = !grouped && p.chunks > 4 * kPartialSplit && p.T <= 2 * sms * kFinRoundTokens;
-  const int64_t most = grouped ? kFinGroupTokens : rounds ? kFinRoundTokens : kFinTokens;
+  const bool batched_rounds = !grouped && p.chunks > 4 * kPartialSplit && p.T <= 2 * sms * kFinRoundTokens;
+  const int64_t most = grouped ? kFinGroupTokens : batched_rounds ? kFinRoundTokens : kFinTokens;
   int64_t per_block = (p.T + sms - 1) / sms;
   per_block = per_block < 1 ? 1 : per_block > most ? most : per_block;
   const int64_t blocks = (p.T + per_block - 1) / per_block;
@@ -184,7 +184,7 @@ void launch_finalize_kernel(const N4Params& p, float* pre, bool grouped, const L
     launch_kernel(finalize_kernel<kFinGroupTokens, 2, elems_of(kFinGroupTokens), true>, grid, kFinThreads, 0, ctx, f);
     return;
   }
-  if (rounds) {
+  if (batched_rounds) {
     launch_kernel(finalize_kernel<kFinRoundTokens, 2, 1, false, kRoundBatch>, grid, kFinThreads, 0, ctx, f);
     return;
   }
