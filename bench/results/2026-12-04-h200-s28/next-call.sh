@@ -1,6 +1,6 @@
 # Prepared for the next session's first device call (not run). One tree, main at the end of
 # session 28 (`bash scripts/snap.sh .snap HEAD; cp <this file> .snap/call.sh`; carry [".deps",
-# ".snap"]; `device_session.sh prefill`). About 6 minutes.
+# ".snap", ".snap2"]; `device_session.sh prefill`). About 8 minutes.
 # (1) GpuFamily of every mode on main (session 28 call 3's whole-family run hit its 240 s limit;
 #     call 5 ran only the modes with a mixes stage), in two halves.
 # (2) What binds finalize_kernel at H = 4096, T = 1024 (~9 us for 3.3 MB; its rounds of loads are
@@ -18,4 +18,16 @@ grep -E "Duration|DRAM Throughput|Warp Cycles Per Issued|No Eligible|Stall|Achie
 for v in staged dispatch; do
   V=""; [ $v = staged ] && V="--variant post_pre.cuda_n4_staged"
   timeout 40 $B bench --ops post_pre --modes normal_fold --H 5120,7168 --T 640,768,896,1024 $V --budget-s 16 2>&1 | grep "^\[" | sed "s/^/[$v] /"
+done
+# (4) finalize_kernel launched with programmatic dependent launch again (next-finalize-pdl.patch,
+#     built beside: `bash scripts/snap.sh .snap2 HEAD bench/results/2026-12-04-h200-s28/next-finalize-pdl.patch`,
+#     carry .snap2 too). Session 14 measured +83 us at T = 16384 with it and never found why; the
+#     stages have all changed since. At T = 1024, finalize's launch is exposed (call 2: ~9 us for
+#     3.3 MB). Predicted: -2 to -4 us at T <= 4096; at T = 16384 whatever session 14's loss was.
+build_tree .snap2 fpdl
+for round in 1 2; do
+  for tree in main fpdl; do
+    X=$B; [ $tree = fpdl ] && X=../build-fpdl/tools/mhc
+    timeout 40 $X bench --ops mixes,pre,post_pre --modes plain,normal_fold --H 4096,7168 --T 1024,4096,16384 --budget-s 20 2>&1 | grep "^\[" | sed "s/^/[$tree $round] /"
+  done
 done
