@@ -1,5 +1,5 @@
-# Prepared for the next session's first device call (not run). One tree, main at the end of
-# session 28 (`bash scripts/snap.sh .snap HEAD; cp <this file> .snap/call.sh`; carry [".deps",
+# Prepared for the next session's first device call (not run). Main at the end of
+# session 28 (`bash scripts/snap.sh .snap HEAD; cp <this file> .snap/call.sh`) and the patched tree of (4) (.snap2); carry [".deps",
 # ".snap", ".snap2"]; `device_session.sh prefill`). About 8 minutes.
 # (1) GpuFamily of every mode on main (session 28 call 3's whole-family run hit its 240 s limit;
 #     call 5 ran only the modes with a mixes stage), in two halves.
