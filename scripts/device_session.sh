@@ -13,7 +13,8 @@
 # MHC_S7_SAN_TOOLS over MHC_S7_SAN_FILTER).
 # Everything lands under $OUT/r; $OUT/summary.txt and $OUT/results.tgz come back. The prefill
 # step's command list may call run_t (below) for a subset of the GPU tests, build_tree for
-# another carried tree and san_t for a sanitizer over a subset.
+# another carried tree, san_t for a sanitizer over a subset and ab_rows for the same rows from
+# several trees.
 set -u
 export OUT=${OUT:-/tmp/o}
 R=$OUT/r; mkdir -p "$R"
@@ -46,7 +47,21 @@ san_t() {
     --gtest_filter="$3" --gtest_brief=1 > "$OUT/r/san-$1.log" 2>&1
   echo "[san $1 rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/r/san-$1.log" | tail -1) $(grep -E '^\[  PASSED|^\[  FAILED' "$OUT/r/san-$1.log" | head -2 | tr '\n' ' ')]"
 }
-export -f run_t build_tree san_t
+# ab_rows ROUNDS TREES TIMEOUT BENCH_ARGS...: the same bench rows from each tree of TREES, ROUNDS
+# rounds in tree order (one process a tree and round), each row tagged "[NAME ROUND]". NAME `this`
+# is this call's tree ($BD); any other NAME is ../build-NAME/tools/mhc (build_tree).
+ab_rows() {
+  local rounds=$1 trees=$2 limit=$3 round tree x
+  shift 3
+  for round in $(seq 1 "$rounds"); do
+    for tree in $trees; do
+      x="$BD/tools/mhc"
+      [ "$tree" != this ] && x="../build-$tree/tools/mhc"
+      timeout "$limit" "$x" bench "$@" 2>&1 | grep "^\[" | sed "s/^/[$tree $round] /"
+    done
+  done
+}
+export -f run_t build_tree san_t ab_rows
 export BD OUT
 steps=" $* "
 S build

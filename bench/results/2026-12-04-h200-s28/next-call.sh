@@ -25,9 +25,4 @@ done
 #     stages have all changed since. At T = 1024, finalize's launch is exposed (call 2: ~9 us for
 #     3.3 MB). Predicted: -2 to -4 us at T <= 4096; at T = 16384 whatever session 14's loss was.
 build_tree .snap2 fpdl
-for round in 1 2; do
-  for tree in main fpdl; do
-    X=$B; [ $tree = fpdl ] && X=../build-fpdl/tools/mhc
-    timeout 40 $X bench --ops mixes,pre,post_pre --modes plain,normal_fold --H 4096,7168 --T 1024,4096,16384 --budget-s 20 2>&1 | grep "^\[" | sed "s/^/[$tree $round] /"
-  done
-done
+ab_rows 2 "this fpdl" 40 --ops mixes,pre,post_pre --modes plain,normal_fold --H 4096,7168 --T 1024,4096,16384 --budget-s 20
