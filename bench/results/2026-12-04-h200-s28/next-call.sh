@@ -2,7 +2,8 @@
 # session 28 (`bash scripts/snap.sh .snap HEAD; cp <this file> .snap/call.sh`) and the patched tree of (4) (.snap2); carry [".deps",
 # ".snap", ".snap2"]; `device_session.sh prefill`). About 8 minutes.
 # (1) GpuFamily of every mode on main (session 28 call 3's whole-family run hit its 240 s limit;
-#     call 5 ran only the modes with a mixes stage), in two halves.
+#     call 5 ran only the modes with a mixes stage), in two halves. Its H = 7168 sweep now has
+#     T = 2641 (84d9a06: finalize_kernel's element form there), which has not run yet.
 # (2) What binds finalize_kernel at H = 4096, T = 1024 (~9 us for 3.3 MB; its rounds of loads are
 #     not it: call 5): Nsight Compute's warp states and launch statistics.
 # (3) The staged plan's threshold for post_pre normal_fold at H = 5120 / 7168 (call 4: the staged plan
