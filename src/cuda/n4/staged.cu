@@ -42,13 +42,17 @@ constexpr int64_t kStagedSliceTokens = 16384;
 // cuda_n4 plan was faster on the H200, at T >= 1024 the staged one), and of post_pre from
 // kStagedPreferPostPre on (session 22 call 4, normal_fold at H = 4096 / 7168: staged 53.9 / 89.3
 // us against the fused mix_kernel's 55.2 / 92.0 at T = 1024, 96.4 / 164.8 against 119.5 / 192.4
-// at T = 2048; below 1024 not yet measured against it: docs/performance.md).
+// at T = 2048); above H = 4096 from kStagedPreferPostPreWide on (session 29 call 1,
+// normal_fold at H = 5120 / 7168: staged 53.5 / 71.1 us against the fused plan's 55.9 / 75.5 at
+// T = 768, 59.0 / 79.4 against 61.9 / 81.9 at T = 896, but 48.3 / 59.8 against 44.5 / 57.6 at
+// T = 640; at H = 4096 the fused plan still won at T = 768: session 28 call 4).
 // In shifted mode (the carried pre) the post and the collapse run as one kernel, and the staged
 // plan wins from 768 (session 24 call 2, shifted_fold at H = 4096 / 5120 / 7168: staged 40.8 /
 // 52.3 / 71.6 us against 45.1 / 56.9 / 76.7 at T = 768, 36.1 / 48.6 / 61.2 against 35.2 / 44.8 /
 // 58.5 at T = 640).
 constexpr int64_t kStagedPreferTokens = 512;
 constexpr int64_t kStagedPreferPostPre = 1024;
+constexpr int64_t kStagedPreferPostPreWide = 768;
 constexpr int64_t kStagedPreferPostPreShifted = 768;
 // gemm_group_kernel runs the GEMM stage of slices of this many tokens or more: below it, a
 // block's share of a group's tiles (1/16 on an H200) leaves warps idle in every pass, and
@@ -116,7 +120,8 @@ N4Params with_fresh_pre(N4Params c, const float* pre, int64_t stride) {
 
 bool n4_staged_prefer(const detail::Problem& p) { return p.T >= kStagedPreferTokens; }
 bool n4_staged_prefer_post_pre(const detail::Problem& p) {
-  return p.T >= (p.pre_source == PreSource::kCarried ? kStagedPreferPostPreShifted : kStagedPreferPostPre);
+  if (p.pre_source == PreSource::kCarried) return p.T >= kStagedPreferPostPreShifted;
+  return p.T >= (p.H > 4096 ? kStagedPreferPostPreWide : kStagedPreferPostPre);
 }
 
 bool n4_staged_supports(const detail::Problem& p) {
