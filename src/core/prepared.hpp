@@ -95,6 +95,10 @@ struct Workspace::Impl {
   // The one-launch decode kernel (src/cuda/n4/decode_kernel.cu), set by cuda_create_workspace:
   int64_t decode_tokens = 0;     // largest T it takes with this workspace (0: none)
   uint32_t* decode_counters = nullptr;  // [3] its tickets / arrivals / done counters (zeroed once)
+  // The staged plan's pre mailbox (src/cuda/n4/staged.cu): [pre_mailbox_tokens][4] floats, every
+  // float the poison kPrePoison between calls (set here once, restored by each collapse that read it).
+  float* pre_mailbox = nullptr;
+  int64_t pre_mailbox_tokens = 0;
   bool warmup = true;            // WorkspaceOptions::warmup: load every kernel at creation
   bool bind_stream = false;      // WorkspaceOptions::bind_stream: calls on another stream throw
   void* stream = nullptr;        // WorkspaceOptions::stream: the stream it is bound to

@@ -64,6 +64,9 @@ bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* post
 /// Bytes of workspace scratch the n4 path wants for `max_tokens` (partials of one slice) and
 /// decode_kernel for `decode_tokens`.
 size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens);
+/// Tokens of the staged plan's pre mailbox for a workspace of max_tokens (slices beyond it take
+/// the fresh pre through the scratch instead).
+int64_t n4_pre_mailbox_tokens(int64_t max_tokens);
 /// decode_kernel's default T limit (WorkspaceOptions::decode_max_tokens = 0).
 int64_t n4_decode_default_tokens();
 

@@ -30,6 +30,13 @@
 // one pass over the token, 20 H bytes a token where the two kernels move 28 H (the GEMM stage
 // then reads residual_out as before). Always the 256-thread shape; 3 resident blocks up to 4
 // vectors a thread (MHC_POST_COLLAPSE_BLOCKS).
+// With kPoll (p.pre_poll: the staged plan's computed pre through the workspace's pre mailbox),
+// the block does not wait for the kernel before it (finalize_kernel, launched after the streams
+// were written): once its first loads are issued it polls its token's pre in the mailbox until
+// finalize_kernel has stored it (before that token's Sinkhorn chain), waits for finalize_kernel to
+// complete only at its end, and then puts the mailbox's poison back for the next call. Its loads
+// and its first tokens' collapse thus overlap finalize_kernel (session 29: -1 to -3.5 us at
+// T = 1024, up to -10 at 16384).
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows (the n4 envelope).
 #include "src/cuda/n4/collapse_row.cuh"
 #include "src/cuda/launch.cuh"
@@ -61,16 +68,42 @@ constexpr int kWideThreadsMax = kMaxH / 16;  // 1024
 // a 448-thread shape of 2 vectors a thread (2 blocks, 72 registers) 783 / 1045 (session 24).
 #define MHC_POST_COLLAPSE_BLOCKS(vecs) ((vecs) <= 4 ? 3 : 2)
 
-template <int kVecs, bool kWide, bool kPost = false>
+// The pre mailbox's poison (every float between calls; finalize_kernel never stores it).
+constexpr uint32_t kPrePoison = 0xffffffffu;
+
+// Token t's pre from the mailbox (p.pre_poll): polled until finalize_kernel has stored it (none of
+// its 4 floats is the poison; each float is stored once, so 4 non-poison floats are the token's).
+__device__ __forceinline__ void poll_pre(const float* box, float (&pre)[kN]) {
+  for (;;) {
+    float4 v;
+    asm volatile("ld.volatile.global.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "l"(box));
+    if (__float_as_uint(v.x) != kPrePoison && __float_as_uint(v.y) != kPrePoison &&
+        __float_as_uint(v.z) != kPrePoison && __float_as_uint(v.w) != kPrePoison) {
+      pre[0] = v.x;
+      pre[1] = v.y;
+      pre[2] = v.z;
+      pre[3] = v.w;
+      return;
+    }
+    __nanosleep(64);
+  }
+}
+
+template <int kVecs, bool kWide, bool kPost = false, bool kPoll = false>
 __global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB,
                                   kWide ? 1 : kPost ? MHC_POST_COLLAPSE_BLOCKS(kVecs) : MHC_COLLAPSE_STREAM_BLOCKS(kVecs))
     collapse_stream_kernel(const N4Params p) {
   static_assert(!kWide || kVecs == kBatch, "the wide shape: two vectors a thread, one batch");
   static_assert(!(kWide && kPost), "the post mode runs the 256-thread shape");
+  static_assert(!(kPost && kPoll), "the post mode collapses with the carried pre");
   extern __shared__ uint4 s_row[];  // the wide shape's collapsed row, for the fold's chains
   __shared__ float scratch[kThreadsB / 32];
   pdl_launch_dependents();
-  pdl_wait();  // the streams and the pre come from the kernels before this one
+  // The streams and the pre come from the kernels before this one. kPoll: the kernel before
+  // (finalize_kernel) started after the streams were written, and its pre is polled below.
+  if (!kPoll) pdl_wait();
   const int tid = threadIdx.x;
   const int threads = kWide ? static_cast<int>(blockDim.x) : kThreadsB;
   const int64_t t = blockIdx.x;
@@ -81,7 +114,7 @@ __global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB,
   float pre[kN];
 #pragma unroll
   for (int j = 0; j < kN; ++j) {
-    pre[j] = mode == CollapseKind::kWeighted ? __ldcg(p.pre_mix_in + t * p.pre_mix_in_stride + j) : 0.0f;
+    pre[j] = mode == CollapseKind::kWeighted && !kPoll ? __ldcg(p.pre_mix_in + t * p.pre_mix_in_stride + j) : 0.0f;
   }
   // kPost: the token's 20 mixes are loaded here and turned into post weights (and the pre into
   // its error scale) once the first batch's loads are issued, so that no data load waits on
@@ -93,7 +126,7 @@ __global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB,
 #pragma unroll
     for (int s = 0; s < kN * kN; ++s) mix[kN + s] = __ldcg(p.comb_mix + t * p.comb_mix_stride + s);
   }
-  float pre_scale = kPost ? 0.0f : sum_error_scale(pre);
+  float pre_scale = kPost || kPoll ? 0.0f : sum_error_scale(pre);
   const bf16_t* x = p.x + t * p.x_stride;
   bf16_t* dst = p.layer_input + t * p.layer_input_stride;
   bf16_t* copies = p.copy_x_out ? p.residual_out + t * p.residual_out_stride : nullptr;
@@ -134,6 +167,13 @@ __global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB,
         pre_scale = sum_error_scale(pre);
       }
     }
+    if constexpr (kPoll) {
+      // The pre once the first batch's loads are in flight.
+      if (b == 0 && mode == CollapseKind::kWeighted) {
+        poll_pre(p.pre_mix_in + t * p.pre_mix_in_stride, pre);
+        pre_scale = sum_error_scale(pre);
+      }
+    }
 #pragma unroll
     for (int q = 0; q < kBatch; ++q) {
       const int64_t v = tid + static_cast<int64_t>(b + q) * threads;
@@ -162,7 +202,23 @@ __global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB,
       }
     }
   }
-  if (!fold) return;  // block-uniform
+  // kPoll: complete only after finalize_kernel, and put the poison back once every thread has
+  // read the token's pre (the next call's finalize_kernel starts after this kernel completes).
+  auto release_pre = [&] {
+    if constexpr (kPoll) {
+      pdl_wait();
+      __syncthreads();
+      if (tid == 0 && mode == CollapseKind::kWeighted) {
+        const uint32_t x = kPrePoison;
+        asm volatile("st.global.v4.u32 [%0], {%1, %1, %1, %1};" ::"l"(p.pre_mix_in + t * p.pre_mix_in_stride), "r"(x)
+                     : "memory");
+      }
+    }
+  };
+  if (!fold) {  // block-uniform
+    release_pre();
+    return;
+  }
   float inv;
   if constexpr (!kWide) {
     block_sum(sq, scratch);
@@ -183,19 +239,32 @@ __global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB,
     const int64_t v = tid + static_cast<int64_t>(q) * threads;
     if (v < vecs) st16(dst + v * 8, fold_vec(u[q], ld16(p.rmsnorm_weight + v * 8), inv));
   }
+  release_pre();
 }
 
 // The 256-thread shape with enough vectors a thread for p.H.
-template <bool kPost>
+template <bool kPost, bool kPoll = false>
 void launch_256(const N4Params& p, const LaunchCtx& ctx, dim3 grid) {
   const int64_t vecs = (p.H / 8 + kThreadsB - 1) / kThreadsB;  // per thread
   if (vecs <= 2) {
-    launch_kernel(collapse_stream_kernel<2, false, kPost>, grid, kThreadsB, 0, ctx, p);
+    launch_kernel(collapse_stream_kernel<2, false, kPost, kPoll>, grid, kThreadsB, 0, ctx, p);
   } else if (vecs <= 4) {
-    launch_kernel(collapse_stream_kernel<4, false, kPost>, grid, kThreadsB, 0, ctx, p);
+    launch_kernel(collapse_stream_kernel<4, false, kPost, kPoll>, grid, kThreadsB, 0, ctx, p);
   } else {
-    launch_kernel(collapse_stream_kernel<8, false, kPost>, grid, kThreadsB, 0, ctx, p);
+    launch_kernel(collapse_stream_kernel<8, false, kPost, kPoll>, grid, kThreadsB, 0, ctx, p);
   }
+}
+
+// The collapse alone in its shape for p.H (see the header), the pre read or polled.
+template <bool kPoll>
+void launch_collapse(const N4Params& p, const LaunchCtx& ctx, dim3 grid) {
+  if (p.H > 4096 && p.H <= 6144) {  // the wide shape (see the header)
+    const int threads = static_cast<int>(p.H / 16);
+    const size_t row_bytes = p.rmsnorm_weight != nullptr ? static_cast<size_t>(p.H / 8) * 16 : 0;
+    launch_kernel(collapse_stream_kernel<kBatch, true, false, kPoll>, grid, threads, row_bytes, ctx, p);
+    return;
+  }
+  launch_256<false, kPoll>(p, ctx, grid);
 }
 
 }  // namespace
@@ -203,6 +272,9 @@ void launch_256(const N4Params& p, const LaunchCtx& ctx, dim3 grid) {
 void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx, bool post) {
   MHC_CHECK(p.pre_source != PreSource::kComputed || p.head_mean,
             "collapse_stream_kernel: a computed pre is passed as pre_mix_in (carried)");
+  MHC_CHECK(!p.pre_poll || (!post && p.pre_source == PreSource::kCarried && !p.head_mean && p.pre_mix_in != nullptr &&
+                            p.pre_mix_in_stride == kN && (reinterpret_cast<uintptr_t>(p.pre_mix_in) & 15u) == 0),
+            "collapse_stream_kernel: the polled pre is the mailbox's [T][4] of the collapse alone");
   MHC_CHECK(p.H % kSliceK == 0 && p.H <= kMaxH, "collapse_stream_kernel: H = ", p.H, " outside the n4 envelope");
   MHC_CHECK(p.T < (int64_t{1} << 31), "collapse_stream_kernel: too many tokens in one launch");
   MHC_CHECK(!p.copy_x_out || (p.x_stream_stride == 0 && p.residual_out != nullptr),
@@ -216,13 +288,11 @@ void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx, bool
     launch_256<true>(p, ctx, grid);
     return;
   }
-  if (p.H > 4096 && p.H <= 6144) {  // the wide shape (see the header)
-    const int threads = static_cast<int>(p.H / 16);
-    const size_t row_bytes = p.rmsnorm_weight != nullptr ? static_cast<size_t>(p.H / 8) * 16 : 0;
-    launch_kernel(collapse_stream_kernel<kBatch, true>, grid, threads, row_bytes, ctx, p);
-    return;
+  if (p.pre_poll) {
+    launch_collapse<true>(p, ctx, grid);
+  } else {
+    launch_collapse<false>(p, ctx, grid);
   }
-  launch_256<false>(p, ctx, grid);
 }
 
 }  // namespace mhc::cuda::n4
@@ -238,4 +308,8 @@ void mhc::cuda::n4::list_collapse_stream_kernels(KernelList& out) {
   add_kernel(out, collapse_stream_kernel<2, false, true>, "n4::collapse_stream_kernel<2, post>");
   add_kernel(out, collapse_stream_kernel<4, false, true>, "n4::collapse_stream_kernel<4, post>");
   add_kernel(out, collapse_stream_kernel<8, false, true>, "n4::collapse_stream_kernel<8, post>");
+  add_kernel(out, collapse_stream_kernel<2, false, false, true>, "n4::collapse_stream_kernel<2, poll>");
+  add_kernel(out, collapse_stream_kernel<4, false, false, true>, "n4::collapse_stream_kernel<4, poll>");
+  add_kernel(out, collapse_stream_kernel<8, false, false, true>, "n4::collapse_stream_kernel<8, poll>");
+  add_kernel(out, collapse_stream_kernel<kBatch, true, false, true>, "n4::collapse_stream_kernel<2, wide, poll>");
 }

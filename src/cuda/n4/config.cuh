@@ -80,6 +80,11 @@ struct N4Params {
   PreSource pre_source;
   bool head_mean;
   const float* pre_mix_in; int64_t pre_mix_in_stride;
+  // collapse_stream_kernel: pre_mix_in is the staged plan's pre mailbox, which finalize_kernel
+  // (the kernel before, writing the mailbox first and then the mixes) fills token by token: the
+  // collapse polls its token's pre instead of waiting for finalize_kernel to complete, and orders
+  // its own completion after it at the end (src/cuda/n4/staged.cu).
+  bool pre_poll;
   const bf16_t* x; int64_t x_stride; int64_t x_stream_stride;  // the streams the collapse reads
   bool copy_x_out;           // collapse_stream_kernel also writes its broadcast x to residual_out's n streams
   const bf16_t* rmsnorm_weight; float rmsnorm_eps;

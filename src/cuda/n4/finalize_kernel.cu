@@ -4,7 +4,8 @@
 // summed in order), each token's 24 dot products and sum of squares in the canonical order
 // (src/cuda/n4/config.cuh), then mixes_epilogue<4> (src/cuda/epilogue.cuh: sigmoids, Sinkhorn),
 // writing the requested mixes and, for a collapse that follows, the fresh pre into a [T][4]
-// buffer of the workspace.
+// buffer of the workspace: the scratch, or the pre mailbox that collapse_stream_kernel polls, so
+// a token's pre is stored before its comb's Sinkhorn chain.
 //
 // Grid mapping: a 256-thread block per run of up to kFinTokens tokens over chunk partials
 // (kFinGroupTokens over group runs; fewer where T is small, so that every multiprocessor has a
@@ -155,8 +156,15 @@ __global__ void __launch_bounds__(kFinThreads, kMinBlocks) finalize_kernel(const
   if (tid < count) {
     const int64_t t = t0 + tid;
     float pre[kN];
+    if (f.pre != nullptr) {
+      // The fresh pre first, before the comb's Sinkhorn chain: a collapse may be polling for it
+      // (the pre mailbox: a NaN is stored as the canonical NaN, never the mailbox's poison).
+      mixes_pre<kN>(p.epi, s_dot[tid], s_dot[tid][kRows], p.inv_k, pre);
+#pragma unroll
+      for (int j = 0; j < kN; ++j) pre[j] = isnan(pre[j]) ? __int_as_float(0x7fffffff) : pre[j];
+      *reinterpret_cast<float4*>(f.pre + t * kN) = make_float4(pre[0], pre[1], pre[2], pre[3]);
+    }
     mixes_epilogue<kN>(p.epi, s_dot[tid], s_dot[tid][kRows], p.inv_k, t, pre);
-    if (f.pre != nullptr) *reinterpret_cast<float4*>(f.pre + t * kN) = make_float4(pre[0], pre[1], pre[2], pre[3]);
   }
 }
 

@@ -58,7 +58,7 @@ bool configure_post_collapse_kernel(int device);
 /// finalize_kernel (finalize_kernel.cu): the canonical sums of the partials of p.T tokens (chunk
 /// partials, or gemm_group_kernel's group runs where `grouped`) and the mixes epilogue; writes
 /// the requested mixes and, where `pre` is not null, the fresh pre [p.T][4] (slice-relative) for
-/// collapse_stream_kernel.
+/// collapse_stream_kernel, each token's before its Sinkhorn chain (the pre mailbox, N4Params::pre_poll).
 void launch_finalize_kernel(const N4Params& p, float* pre, bool grouped, const LaunchCtx& ctx);
 /// collapse_stream_kernel (collapse_stream_kernel.cu): the collapse alone, with the carried
 /// (p.pre_mix_in), identity or mean-head pre and the optional RMSNorm fold; with `post`, the

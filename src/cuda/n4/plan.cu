@@ -177,4 +177,6 @@ size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens) {
 
 int64_t n4_decode_default_tokens() { return kDecodeDefaultTokens; }
 
+int64_t n4_pre_mailbox_tokens(int64_t max_tokens) { return max_tokens < kScratchTokens ? max_tokens : kScratchTokens; }
+
 }  // namespace mhc::cuda

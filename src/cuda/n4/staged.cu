@@ -4,8 +4,9 @@
 //   post_kernel or post_bulk_kernel (post_pre; post_form)  ->  GEMM stage (gemm_kernel, or
 //   gemm_group_kernel from kGroupedTokens on, on the new residual or the input streams: the
 //   partials [chunk][token][25], or the chunk groups' sums)  ->  finalize_kernel (the
-//   canonical sums and the epilogue; the fresh pre into the workspace)  ->
-//   collapse_stream_kernel.
+//   canonical sums and the epilogue; the fresh pre into the workspace's pre mailbox, each
+//   token's before its Sinkhorn chain)  ->  collapse_stream_kernel (polling its token's pre in
+//   the mailbox, so it overlaps finalize_kernel; it completes after it).
 // In shifted mode (post_pre with the carried pre) the collapse does not wait for the mixes, and
 // collapse_stream_kernel's post mode runs the post and the collapse in one pass first, then the
 // GEMM stage and finalize_kernel (28 H bytes a token against 36 H).
@@ -58,6 +59,10 @@ constexpr int64_t kStagedPreferPostPreShifted = 768;
 // block's share of a group's tiles (1/16 on an H200) leaves warps idle in every pass, and
 // gemm_kernel's chunk-major ranges keep every warp busy.
 constexpr int64_t kGroupedTokens = 4096;
+// The fresh pre through the workspace's pre mailbox (see staged_slices).
+#ifndef MHC_PRE_MAILBOX
+#define MHC_PRE_MAILBOX 1
+#endif
 
 
 // Which kernel runs the GEMM stage (the same contract and bits): gemm_wg_kernel (wgmma, the
@@ -261,6 +266,13 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
   const int64_t wanted = forced > 0 ? forced : k.has_collapse ? kStagedSliceTokens : 0;
   if (wanted > 0 && wanted < slice_tokens) slice_tokens = wanted;
   float* pre = pre_buffer ? k.partials + slice_tokens * m.chunks * kPartial : nullptr;
+  // The pre mailbox: finalize_kernel stores a token's fresh pre there before its comb's Sinkhorn
+  // chain, and collapse_stream_kernel polls it (pre_poll) instead of waiting for finalize_kernel to
+  // complete, so the collapse's loads and the first tokens' collapse overlap finalize_kernel. Every
+  // float of the mailbox is kPrePoison between calls; each collapse block puts its token's back
+  // after reading it, so both kernels must run (the diagnostics build's skips use the scratch).
+  const bool mailbox = MHC_PRE_MAILBOX != 0 && pre_buffer && p.workspace->pre_mailbox != nullptr &&
+                       stage_runs('f') && stage_runs('c');
   // A post followed by a collapse with the carried pre (post_pre, shifted) runs both in one
   // kernel (collapse_stream_kernel's post mode: 20 H bytes a token against 28 H).
   const bool post_collapse = k.has_post && k.has_collapse && k.pre_source == PreSource::kCarried && !k.head_mean &&
@@ -282,9 +294,13 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
     } else {
       post_and_gemm(p, s, sm, ctx, gemm, grouped);
     }
-    if (stage_runs('f')) launch_finalize_kernel(sm, pre, grouped, stage_ctx(ctx, 'f'));
+    const bool polled = mailbox && count <= p.workspace->pre_mailbox_tokens;
+    float* slice_pre = polled ? p.workspace->pre_mailbox : pre;
+    if (stage_runs('f')) launch_finalize_kernel(sm, slice_pre, grouped, stage_ctx(ctx, 'f'));
     if (post_collapse || !s.has_collapse || !stage_runs('c')) continue;
-    launch_collapse_stream_kernel(pre_buffer ? with_fresh_pre(s, pre, kN) : s, stage_ctx(ctx, 'c'));
+    N4Params c = pre_buffer ? with_fresh_pre(s, slice_pre, kN) : s;
+    c.pre_poll = polled;
+    launch_collapse_stream_kernel(c, stage_ctx(ctx, 'c'));
   }
 }
 
