@@ -59,10 +59,6 @@ constexpr int64_t kStagedPreferPostPreShifted = 768;
 // block's share of a group's tiles (1/16 on an H200) leaves warps idle in every pass, and
 // gemm_kernel's chunk-major ranges keep every warp busy.
 constexpr int64_t kGroupedTokens = 4096;
-// The fresh pre through the workspace's pre mailbox (see staged_slices).
-#ifndef MHC_PRE_MAILBOX
-#define MHC_PRE_MAILBOX 1
-#endif
 
 
 // Which kernel runs the GEMM stage (the same contract and bits): gemm_wg_kernel (wgmma, the
@@ -270,8 +266,9 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
   // chain, and collapse_stream_kernel polls it (pre_poll) instead of waiting for finalize_kernel to
   // complete, so the collapse's loads and the first tokens' collapse overlap finalize_kernel. Every
   // float of the mailbox is kPrePoison between calls; each collapse block puts its token's back
-  // after reading it, so both kernels must run (the diagnostics build's skips use the scratch).
-  const bool mailbox = MHC_PRE_MAILBOX != 0 && pre_buffer && p.workspace->pre_mailbox != nullptr &&
+  // after reading it, so both kernels must run (the diagnostics build's skips use the scratch, and
+  // MHC_NO_PRE_MAILBOX=1 there keeps the scratch for A/B timing).
+  const bool mailbox = pre_buffer && p.workspace->pre_mailbox != nullptr && !diag_off("MHC_NO_PRE_MAILBOX") &&
                        stage_runs('f') && stage_runs('c');
   // A post followed by a collapse with the carried pre (post_pre, shifted) runs both in one
   // kernel (collapse_stream_kernel's post mode: 20 H bytes a token against 28 H).
