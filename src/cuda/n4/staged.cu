@@ -177,8 +177,10 @@ bool stage_runs(char stage) {
 // launched without programmatic dependent launch: with it, the staged post_pre took 763 against
 // 680 us at T = 16384, H = 4096 (1312 against 1169 at H = 7168 shifted) and pre 366 against 349,
 // and no row was faster (session 14 call 3, docs/performance-history.md); its prologue has
-// nothing to overlap (it reads only the GEMM's partials). The others keep it (launching the GEMM
-// or the collapse without it measured no faster than this). The diagnostics build's
+// nothing to overlap (it reads only the GEMM's partials; session 29 call 1 measured it slower
+// again). The pre mailbox relies on it: a polling collapse starts once finalize_kernel has
+// started, so everything before finalize_kernel must be complete by then. The others keep it
+// (launching the GEMM or the collapse without it measured no faster than this). The diagnostics build's
 // MHC_NO_PDL_STAGES names further stages to launch without it.
 LaunchCtx stage_ctx(const LaunchCtx& ctx, char stage) {
   LaunchCtx c = ctx;
@@ -269,7 +271,7 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
   // after reading it, so both kernels must run (the diagnostics build's skips use the scratch, and
   // MHC_NO_PRE_MAILBOX=1 there keeps the scratch for A/B timing).
   const bool mailbox = pre_buffer && p.workspace->pre_mailbox != nullptr && !diag_off("MHC_NO_PRE_MAILBOX") &&
-                       stage_runs('f') && stage_runs('c');
+                       stage_runs('f') && stage_runs('c') && !stage_ctx(ctx, 'f').pdl;
   // A post followed by a collapse with the carried pre (post_pre, shifted) runs both in one
   // kernel (collapse_stream_kernel's post mode: 20 H bytes a token against 28 H).
   const bool post_collapse = k.has_post && k.has_collapse && k.pre_source == PreSource::kCarried && !k.head_mean &&
