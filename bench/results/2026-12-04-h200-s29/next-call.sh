@@ -7,6 +7,10 @@
 #   B, C: the same with MHC_S7_PART=b / c and the step `prefill` only.
 case "${MHC_S7_PART:-a}" in
 a)
+  # the epilogue chain's instruction latencies (#15: is MUFU or FP32 issue what makes the
+  # Sinkhorn's ~76-instruction iteration take ~185 cycles?)
+  nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I. -Iinclude -o /tmp/op_latency bench/probes/op_latency.cu &&
+    timeout 20 /tmp/op_latency
   run_t famA 200 'Modes/GpuFamily.*/mixes:Modes/GpuFamily.*/collapse*:Modes/GpuFamily.*/pre_*:Modes/GpuFamily.*/post'
   run_t famB 200 'Modes/GpuFamily.*/post_*:Modes/GpuFamily.*/head*'
   ;;

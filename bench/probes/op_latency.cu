@@ -1,0 +1,87 @@
+// bench/probes/op_latency.cu - the dependent-issue latency, in cycles, of the instructions on the
+// epilogue's serial chain (the Sinkhorn of decode's phase 2): FADD, FMUL, FFMA, MUFU.RCP
+// (rcp.approx.ftz), MUFU.EX2 and one product-form Sinkhorn iteration (sinkhorn_iterations<4> with
+// 21 against 1 iterations, divided by 20). One thread, warm, clock64 around chains of kChain
+// dependent instructions (each result feeds the next), so cycles / kChain is the latency of one.
+// The SASS of the Sinkhorn's loop is ~76 instructions an iteration (session 29); with 4 cycles an
+// FP32 instruction and ~18 a MUFU its chain would be ~100 cycles, where sinkhorn_forms.cu measured
+// ~185: this says which latency is larger than assumed. Standalone probe, from the repository root:
+//   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I. -Iinclude -o /tmp/op_latency \
+//        bench/probes/op_latency.cu && /tmp/op_latency
+#include <cstdio>
+
+#include "src/cuda/epilogue.cuh"
+
+using namespace mhc::cuda;
+
+constexpr int kChain = 1024;
+
+// One asm statement a step, so the compiler can neither reorder nor fold the chain.
+__device__ __forceinline__ float step(int op, float x, float y) {
+  float r;
+  switch (op) {
+    case 0: asm volatile("add.f32 %0, %1, %2;" : "=f"(r) : "f"(x), "f"(y)); break;
+    case 1: asm volatile("mul.f32 %0, %1, %2;" : "=f"(r) : "f"(x), "f"(y)); break;
+    case 2: asm volatile("fma.rn.f32 %0, %1, %2, %2;" : "=f"(r) : "f"(x), "f"(y)); break;
+    case 3: asm volatile("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); break;
+    default: asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); break;
+  }
+  return r;
+}
+
+template <int kOp>
+__device__ long long chain(float& x, float y) {
+  const long long t0 = clock64();
+#pragma unroll 64
+  for (int i = 0; i < kChain; ++i) x = step(kOp, x, y);
+  return clock64() - t0;
+}
+
+__global__ void probe(const float* in, float* out, long long* cycles) {
+  float x = in[0];
+  const float y = in[1];
+  for (int rep = 0; rep < 2; ++rep) {  // the second repetition is timed warm
+    cycles[0] = chain<0>(x, y);
+    cycles[1] = chain<1>(x, y);
+    cycles[2] = chain<2>(x, y);
+    cycles[3] = chain<3>(x, y);
+    cycles[4] = chain<4>(x, y);
+    float c[16], d[16];
+    for (int i = 0; i < 16; ++i) c[i] = d[i] = in[2 + i] + x * 1e-30f;
+    long long t0 = clock64();
+    sinkhorn_iterations<4>(c, 1, 1e-6f);
+    const long long one = clock64() - t0;
+    t0 = clock64();
+    sinkhorn_iterations<4>(d, 21, 1e-6f);
+    const long long many = clock64() - t0;
+    cycles[5] = many - one;
+    for (int i = 0; i < 16; ++i) x += c[i] + d[i];
+  }
+  out[0] = x;
+}
+
+int main() {
+  float h_in[18];
+  h_in[0] = 1.0001f;
+  h_in[1] = 0.9999f;
+  for (int i = 0; i < 16; ++i) h_in[2 + i] = 0.05f + 0.01f * static_cast<float>(i);
+  float *d_in = nullptr, *d_out = nullptr;
+  long long* d_cycles = nullptr;
+  cudaMalloc(&d_in, sizeof(h_in));
+  cudaMalloc(&d_out, sizeof(float));
+  cudaMalloc(&d_cycles, 6 * sizeof(long long));
+  cudaMemcpy(d_in, h_in, sizeof(h_in), cudaMemcpyHostToDevice);
+  probe<<<1, 1>>>(d_in, d_out, d_cycles);
+  long long c[6];
+  if (cudaMemcpy(c, d_cycles, sizeof(c), cudaMemcpyDeviceToHost) != cudaSuccess) {
+    std::printf("op_latency: %s\n", cudaGetErrorString(cudaGetLastError()));
+    return 1;
+  }
+  const char* names[5] = {"FADD", "FMUL", "FFMA", "MUFU.RCP", "MUFU.EX2"};
+  for (int i = 0; i < 5; ++i) {
+    std::printf("[op_latency] %-8s %6.2f cycles (a chain of %d)\n", names[i], static_cast<double>(c[i]) / kChain, kChain);
+  }
+  std::printf("[op_latency] one product-form Sinkhorn iteration %.1f cycles (21 - 1 iterations, / 20)\n",
+              static_cast<double>(c[5]) / 20.0);
+  return 0;
+}
