@@ -19,3 +19,13 @@ run_t grids 150 'Grid/GpuGrid.MatchesReference/post_pre_normal*n4_H*:Grid/GpuGri
 san_t memcheck 40 'Grid/GpuGrid.MatchesReference/post_pre_normal_norm_n4_H5120'
 san_t racecheck 70 'Grid/GpuGrid.MatchesReference/post_pre_normal_norm_n4_H5120'
 san_t synccheck 40 'Grid/GpuGrid.MatchesReference/head_learned_norm_n4_H5120'
+# Optional (MHC_S7_POLL_AB=1, ~90 s more; carry .snap2 = `bash scripts/snap.sh .snap2 HEAD
+# bench/results/2026-12-04-h200-s29/next-poll-lane0.patch`): the mailbox polled by lane 0 of each
+# warp with a growing back-off, the pre handed to the lanes by shuffles, against every lane polling
+# every 64 ns. Predicted: the one row the mailbox made slower (post_pre normal_fold H = 4096,
+# T = 16384, +1.7 us) level, the others within 0.5 us; if the polls' L2 requests are not what cost
+# there, no change anywhere.
+if [ "${MHC_S7_POLL_AB:-0}" = 1 ]; then
+  build_tree .snap2 poll
+  ab_rows 2 "this poll" 30 --ops pre,post_pre,head --modes normal_fold,learned_fold --H 4096,7168 --T 1024,16384 --budget-s 15
+fi
