@@ -155,16 +155,17 @@ __global__ void __launch_bounds__(kFinThreads, kMinBlocks) finalize_kernel(const
   __syncthreads();
   if (tid < count) {
     const int64_t t = t0 + tid;
+    // The pre and post outputs, then the fresh pre into the buffer, then the comb's Sinkhorn
+    // chain: a collapse may be polling for the pre (the pre mailbox: a NaN is stored as the
+    // canonical NaN, never the mailbox's poison).
     float pre[kN];
+    mixes_epilogue<kN>(p.epi, s_dot[tid], s_dot[tid][kRows], p.inv_k, t, pre, kEpiPrePost);
     if (f.pre != nullptr) {
-      // The fresh pre first, before the comb's Sinkhorn chain: a collapse may be polling for it
-      // (the pre mailbox: a NaN is stored as the canonical NaN, never the mailbox's poison).
-      mixes_pre<kN>(p.epi, s_dot[tid], s_dot[tid][kRows], p.inv_k, pre);
 #pragma unroll
       for (int j = 0; j < kN; ++j) pre[j] = isnan(pre[j]) ? __int_as_float(0x7fffffff) : pre[j];
       *reinterpret_cast<float4*>(f.pre + t * kN) = make_float4(pre[0], pre[1], pre[2], pre[3]);
     }
-    mixes_epilogue<kN>(p.epi, s_dot[tid], s_dot[tid][kRows], p.inv_k, t, pre);
+    mixes_epilogue<kN>(p.epi, s_dot[tid], s_dot[tid][kRows], p.inv_k, t, pre, kEpiComb);
   }
 }
 
