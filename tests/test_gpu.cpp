@@ -17,6 +17,8 @@
 //   Ops/GpuHuge.Indexing64Bit/{pre,post,post_pre}         T = 2^20, H = 7168; only with MHC_TEST_HUGE=1
 //   GpuErrors.*                                           no workspace, CPU weights, mixed devices
 // e.g. --gtest_filter='Grid/GpuGrid.*/post_pre_*_n4_H7168' or '*GpuGraph*:*GpuBatch*'.
+// MHC_TEST_VARIANTS=name,name (variant names after the op, e.g. cuda_n4_staged_rb) limits the
+// suites that loop over the variants (GpuGrid, GpuFamily) to those, for sanitizer runs.
 // Without a CUDA device (or in a build without CUDA) every test reports SKIPPED.
 //
 // Tolerances (spec section 6, with three calibrations explained in gpu_harness.hpp and at
@@ -494,11 +496,18 @@ void rereference_post_pre(Case& c, const Weights& w) {
 }
 
 /// Every CUDA variant of an operator, in list order.
+/// The CUDA variants of `op`; where MHC_TEST_VARIANTS lists variant names (comma-separated, the
+/// part of an id after the op, e.g. "cuda_n4_staged,cuda_n4_staged_rb"), only those: for running
+/// a sanitizer over one kernel's variants without the rest of the family.
 std::vector<std::string> cuda_variants(OpKind op) {
   const std::string prefix = std::string(op_id(op)) + ".";
+  const char* only = std::getenv("MHC_TEST_VARIANTS");
+  const std::string wanted = only == nullptr ? "" : "," + std::string(only) + ",";
   std::vector<std::string> ids;
   for (const mhc::VariantInfo& v : mhc::list_variants()) {
-    if (v.device == "cuda" && v.id.compare(0, prefix.size(), prefix) == 0) ids.push_back(v.id);
+    if (v.device != "cuda" || v.id.compare(0, prefix.size(), prefix) != 0) continue;
+    if (only != nullptr && wanted.find("," + v.id.substr(prefix.size()) + ",") == std::string::npos) continue;
+    ids.push_back(v.id);
   }
   return ids;
 }

@@ -12,6 +12,7 @@ const KernelList& all_kernels() {
     n4::list_mix_kernels(out);
     n4::list_gemm_kernels(out);
     n4::list_gemm_group_kernels(out);
+    n4::list_gemm_rb_kernels(out);
     n4::list_gemm_wg_kernels(out);
     n4::list_collapse_kernels(out);
     n4::list_post_kernels(out);

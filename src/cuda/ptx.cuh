@@ -158,6 +158,14 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
       : "memory");
 #endif
 }
+// An arrival on `bar` once every cp.async this thread issued before has landed (its pending
+// count not raised: the arrival counts against the barrier's expected count; sm_80+ PTX,
+// used on sm_90 with the mbarriers above).
+__device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
 // `bytes` (a multiple of 16, both addresses 16-byte aligned) from global memory into shared
 // memory at dst by the bulk-copy engine, completing `bar`'s transaction count (sm_90+).
 __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {

@@ -36,6 +36,10 @@ void n4_staged_run(const detail::Problem& p);
 // The same plan with gemm_wg_kernel as its GEMM stage (staged_wg): sm_90a, the same bits.
 bool n4_staged_wg_supports(const detail::Problem& p);
 void n4_staged_wg_run(const detail::Problem& p);
+// The same plan with gemm_rb_kernel as its GEMM stage where the group runs fit (staged_rb):
+// sm_90+, the same bits.
+bool n4_staged_rb_supports(const detail::Problem& p);
+void n4_staged_rb_run(const detail::Problem& p);
 // pre_broadcast by fn_b (staged.cu, family n4b: the mixes of the embedding against fn_b, not of 4
 // copies against fn): the mixes of e as 4 quarter-rows (decode_chunk_kernel up to the decode limit, else
 // gemm_kernel -> finalize_kernel), then collapse_stream_kernel.
@@ -60,7 +64,7 @@ std::vector<uint32_t> n4_broadcast_fragments(const PreparedWeights::Impl& w);
 /// Workspace::create, so that no call sets state lazily. Returns false where the device has too
 /// little shared memory per block for mix_kernel (225 KB): the n4 variant then declines the
 /// ops with a mixes stage and the generic one runs.
-bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* post_bulk);
+bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* gemm_rb, bool* post_bulk);
 /// Bytes of workspace scratch the n4 path wants for `max_tokens` (partials of one slice) and
 /// decode_kernel for `decode_tokens`.
 size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens);

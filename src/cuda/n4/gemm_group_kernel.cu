@@ -47,7 +47,6 @@ namespace {
 using namespace gemm_step;
 constexpr int kGroupWarps = 8;
 constexpr int kGroupSlots = 2;                              // ring slots per warp (steps in flight)
-constexpr int kRunFloats = kTile * kPartial;                // a tile's partials: 800 floats
 constexpr int kRunBytes = kRunFloats * 4;                   // 3200
 constexpr int kRunVecs = kRunBytes / 16;                    // 200
 // The step of an item that carries the copy of the run its store adds to: issued during the
@@ -63,32 +62,6 @@ static_assert(kGroupSmem <= 227 * 1024, "gemm_group_kernel shared memory");
 static_assert(kStreamFragBytes % 16 == 0 && kBarOffset % 8 == 0, "bulk copies and mbarriers");
 static_assert(kRunCopyStep < kN && kRunBytes % 16 == 0, "the run copy rides on a later step of the item");
 
-/// The group run of (group g, tile): 32 tokens x 25 floats, 3200-byte aligned.
-__device__ __forceinline__ float* group_run(const N4Params& p, int g, int64_t tile, int64_t tiles) {
-  return p.partials + (static_cast<int64_t>(g) * tiles + tile) * kRunFloats;
-}
-
-/// This block's units: tiles [t0, t0 + count) of group g. Each group has gridDim.x / groups
-/// blocks (the launcher makes that a whole number), splitting the group's tiles evenly, so a
-/// block's warps have the same number of tiles (to one) in every pass.
-struct GroupRange {
-  int chunks, groups, g;
-  int64_t tiles, t0, count;
-  __device__ explicit GroupRange(const N4Params& p)
-      : chunks(p.chunks), groups(p.chunks < kPartialSplit ? p.chunks : kPartialSplit) {
-    tiles = (p.T + kTile - 1) / kTile;
-    const int per_group = static_cast<int>(gridDim.x) / groups;
-    g = static_cast<int>(blockIdx.x) / per_group;
-    const int i = static_cast<int>(blockIdx.x) - g * per_group;
-    t0 = tiles * i / per_group;
-    count = tiles * (i + 1) / per_group - t0;
-  }
-  // Warp w's tiles of the range: t0 + w, t0 + w + 8, ..
-  __device__ int warp_items(int w) const {
-    return count > w ? static_cast<int>((count - w + kGroupWarps - 1) / kGroupWarps) : 0;
-  }
-};
-
 /// A warp's walk over its steps in the order the block runs them: the group's passes (chunks)
 /// in order, the warp's tiles, the 4 streams.
 struct StepCursor {
@@ -97,7 +70,7 @@ struct StepCursor {
   int pass = 0, k = 0, j = 0;  // current step: pass (chunk g + 8 pass), the warp's k-th tile, stream
   bool valid;
   __device__ StepCursor(const GroupRange& range, int w)
-      : r(range), warp(w), items(range.warp_items(w)), passes(group_chunks(range.g, range.chunks)), valid(items > 0) {}
+      : r(range), warp(w), items(range.items(w, kGroupWarps)), passes(group_chunks(range.g, range.chunks)), valid(items > 0) {}
   __device__ void advance() {
     if (++j < kN) return;
     j = 0;
@@ -178,7 +151,7 @@ __global__ void __launch_bounds__(kGroupWarps * 32, 1) gemm_group_kernel(const N
   float part[kMTiles][3][4];
   float sq[kUnits];
   float unused[kMTiles][2][4];
-  const int items = range.warp_items(warp);
+  const int items = range.items(warp, kGroupWarps);
   const uint2* frag = reinterpret_cast<const uint2*>(smem);
   int s = 0;
 #pragma unroll 1
@@ -247,17 +220,20 @@ bool gemm_group_fits(int64_t T, int chunks, size_t partial_floats) {
   return static_cast<size_t>(groups * tiles * kRunFloats) <= partial_floats;
 }
 
-void launch_gemm_group_kernel(const N4Params& p, const LaunchCtx& ctx) {
-  if (p.T <= 0) return;
-  MHC_CHECK((reinterpret_cast<uintptr_t>(p.partials) & 15u) == 0, "gemm_group_kernel: partials alignment");
+unsigned group_blocks(const N4Params& p, int num_sms) {
   // The same number of blocks for every group: as many as the multiprocessors allow (16 of 132
   // on an H200: 128 blocks), at most one a tile.
   const int64_t groups = p.chunks < kPartialSplit ? p.chunks : kPartialSplit;
   const int64_t tiles = (p.T + kTile - 1) / kTile;
-  int64_t per_group = ctx.num_sms / groups;
+  int64_t per_group = num_sms / groups;
   per_group = per_group < 1 ? 1 : per_group > tiles ? tiles : per_group;
-  const unsigned blocks = static_cast<unsigned>(groups * per_group);  // <= max(num_sms, 8)
-  launch_kernel(gemm_group_kernel, dim3(blocks), kGroupWarps * 32, kGroupSmem, ctx, p);
+  return static_cast<unsigned>(groups * per_group);  // <= max(num_sms, 8)
+}
+
+void launch_gemm_group_kernel(const N4Params& p, const LaunchCtx& ctx) {
+  if (p.T <= 0) return;
+  MHC_CHECK((reinterpret_cast<uintptr_t>(p.partials) & 15u) == 0, "gemm_group_kernel: partials alignment");
+  launch_kernel(gemm_group_kernel, dim3(group_blocks(p, ctx.num_sms)), kGroupWarps * 32, kGroupSmem, ctx, p);
 }
 
 }  // namespace mhc::cuda::n4

@@ -225,6 +225,35 @@ __device__ __forceinline__ void stage_item(int lane, unsigned char* slot, const 
   __syncwarp();
 }
 
+/// The group runs (gemm_group_kernel, gemm_rb_kernel): the run of (group g, tile) is the running
+/// sum of the group's chunk partials of the tile's 32 tokens x 25 floats, 3200-byte aligned.
+constexpr int kRunFloats = kTile * kPartial;  // 800
+__device__ __forceinline__ float* group_run(const N4Params& p, int g, int64_t tile, int64_t tiles) {
+  return p.partials + (static_cast<int64_t>(g) * tiles + tile) * kRunFloats;
+}
+
+/// A block's share of the group runs: tiles [t0, t0 + count) of group g. Each group has
+/// gridDim.x / groups blocks (group_blocks makes that a whole number), splitting the group's
+/// tiles evenly; the block makes one pass a chunk of the group (group_chunks), the same tiles
+/// in every pass.
+struct GroupRange {
+  int chunks, groups, g;
+  int64_t tiles, t0, count;
+  __device__ explicit GroupRange(const N4Params& p)
+      : chunks(p.chunks), groups(p.chunks < kPartialSplit ? p.chunks : kPartialSplit) {
+    tiles = (p.T + kTile - 1) / kTile;
+    const int per_group = static_cast<int>(gridDim.x) / groups;
+    g = static_cast<int>(blockIdx.x) / per_group;
+    const int i = static_cast<int>(blockIdx.x) - g * per_group;
+    t0 = tiles * i / per_group;
+    count = tiles * (i + 1) / per_group - t0;
+  }
+  // The tiles of owner w of `owners` that deal the range round robin: t0 + w, t0 + w + owners, ..
+  __device__ int items(int w, int owners) const {
+    return count > w ? static_cast<int>((count - w + owners - 1) / owners) : 0;
+  }
+};
+
 /// Tokens of tile `tile` below p.T (1 .. kTile).
 __device__ __forceinline__ int tile_tokens(const N4Params& p, int64_t tile) {
   const int64_t left = p.T - tile * kTile;

@@ -28,6 +28,12 @@ bool configure_gemm_kernel(int device);
 void launch_gemm_group_kernel(const N4Params& p, const LaunchCtx& ctx);
 bool configure_gemm_group_kernel(int device);  // 225 KB of shared memory; false where less
 bool gemm_group_fits(int64_t T, int chunks, size_t partial_floats);
+/// The grid of the group-run kernels: min(chunks, 8) groups x the same number of blocks each.
+unsigned group_blocks(const N4Params& p, int num_sms);
+/// gemm_rb_kernel (gemm_rb_kernel.cu): gemm_group_kernel's contract and bits (the group runs),
+/// its B fragments in registers and its streams through a 6-tile ring (the staged_rb rows).
+void launch_gemm_rb_kernel(const N4Params& p, const LaunchCtx& ctx);
+bool configure_gemm_rb_kernel(int device);  // 210 KB of shared memory, sm_90+; false where not
 /// gemm_wg_kernel (gemm_wg_kernel.cu): gemm_kernel's contract and bits on wgmma (sm_90a).
 void launch_gemm_wg_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// True where `device` is compute capability 9.0, this binary has gemm_wg_kernel's sm_90a code

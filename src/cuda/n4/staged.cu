@@ -63,14 +63,16 @@ constexpr int64_t kGroupedTokens = 4096;
 
 // Which kernel runs the GEMM stage (the same contract and bits): gemm_wg_kernel (wgmma, the
 // staged_wg rows), gemm_kernel (mma.sync, where Workspace::create could give it 200 KB of shared
-// memory), else mix_kernel without its post stage.
-enum class Gemm { kWgmma, kMma, kMix };
+// memory), gemm_rb_kernel (the staged_rb rows: at every T where its group runs fit, else
+// gemm_kernel), else mix_kernel without its post stage.
+enum class Gemm { kWgmma, kMma, kRegs, kMix };
 
-// Whether the GEMM stage of a slice of s.T tokens runs gemm_group_kernel (the partials as
-// group runs, which finalize_kernel must be told).
+// Whether the GEMM stage of a slice of s.T tokens writes group runs (gemm_group_kernel or
+// gemm_rb_kernel), which finalize_kernel must be told.
 bool grouped_stage(const detail::Problem& p, const N4Params& s, Gemm gemm, size_t partial_floats) {
-  return gemm == Gemm::kMma && p.workspace->n4_gemm_group && s.T >= kGroupedTokens &&
-         gemm_group_fits(s.T, s.chunks, partial_floats);
+  const bool fits = gemm_group_fits(s.T, s.chunks, partial_floats);
+  if (gemm == Gemm::kRegs) return fits;
+  return gemm == Gemm::kMma && p.workspace->n4_gemm_group && s.T >= kGroupedTokens && fits;
 }
 
 // The GEMM stage of a slice: the partial dots and sums of squares of the streams the collapse
@@ -84,9 +86,11 @@ void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, Gemm gemm, bool 
   g.residual_out = nullptr;
   if (gemm == Gemm::kWgmma) {
     launch_gemm_wg_kernel(g, ctx);
+  } else if (grouped && gemm == Gemm::kRegs) {
+    launch_gemm_rb_kernel(g, ctx);
   } else if (grouped) {
     launch_gemm_group_kernel(g, ctx);
-  } else if (gemm == Gemm::kMma) {
+  } else if (gemm == Gemm::kMma || gemm == Gemm::kRegs) {
     launch_gemm_kernel(g, ctx);
   } else {
     launch_mix_kernel(g, ctx);
@@ -142,6 +146,15 @@ void n4_staged_run(const detail::Problem& p) {
 void n4_staged_wg_run(const detail::Problem& p) {
   MHC_CHECK(n4_staged_wg_supports(p), detail::op_name(p.op), ": cuda_n4_staged_wg does not support this call");
   staged_run(p, Gemm::kWgmma);
+}
+
+bool n4_staged_rb_supports(const detail::Problem& p) {
+  return n4_staged_supports(p) && p.workspace != nullptr && p.workspace->n4_gemm_rb;
+}
+
+void n4_staged_rb_run(const detail::Problem& p) {
+  MHC_CHECK(n4_staged_rb_supports(p), detail::op_name(p.op), ": cuda_n4_staged_rb does not support this call");
+  staged_run(p, Gemm::kRegs);
 }
 
 namespace {
