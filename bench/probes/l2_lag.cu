@@ -100,20 +100,14 @@ __global__ void __launch_bounds__(kThreads) hot(const unsigned char* x, int roun
 }
 
 int main() {
-  unsigned char *x, *y;
-  unsigned* sink;
-  cudaMalloc(&x, 1 << 30);
-  cudaMalloc(&y, 1 << 30);
-  cudaMalloc(&sink, 4);
-  cudaMemset(x, 1, 1 << 30);
-  const int sms = sm_count();
+  const StreamBuffers buf;
   StreamTimer timer;
   const double copy_gbs = timer.copy_gbs();
   {
-    const int grid = sms;
+    const int grid = sm_count();
     const int64_t W = int64_t{grid} * kWarps;
     const double step_mb = double(kStep + kOutStep) / (1 << 20);
-    auto run = [&](Form f) { return timer.best_ms([&] { lagged<<<grid, kThreads>>>(x, y, f, sink); }); };
+    auto run = [&](Form f) { return timer.best_ms([&] { lagged<<<grid, kThreads>>>(buf.x, buf.y, f, buf.sink); }); };
     const float read_ms = run({0, false});
     const double read_gbs = kBytes / read_ms / 1e6;
     std::printf("%d blocks of %d warps (W = %lld): read %.1f us %.1f GB/s %.1f%% of copy\n", grid, kWarps, static_cast<long long>(W),
@@ -128,7 +122,7 @@ int main() {
                   100 * rw_bytes / ms / 1e6 / copy_gbs, ms / rw_ms);
     }
     const int rounds = 32;
-    const float hot_ms = timer.best_ms([&] { hot<<<grid, kThreads>>>(x, rounds, sink); });
+    const float hot_ms = timer.best_ms([&] { hot<<<grid, kThreads>>>(buf.x, rounds, buf.sink); });
     std::printf("  hot 16 MiB x %d: %.1f us, %.1f GB/s from L2 (%.2fx copy)\n", rounds, hot_ms * 1e3,
                 rounds * double(16 << 20) / hot_ms / 1e6, rounds * double(16 << 20) / hot_ms / 1e6 / copy_gbs);
   }

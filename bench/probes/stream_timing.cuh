@@ -1,5 +1,5 @@
-// bench/probes/stream_timing.cuh - what the streaming probes (access_pattern.cu, post_stream.cu)
-// time with: the best of 10 timed runs after 2 warm ones (CUDA events on the default stream),
+// bench/probes/stream_timing.cuh - what the streaming probes (access_pattern.cu, post_stream.cu,
+// l2_lag.cu) time with: the best of 10 timed runs after 2 warm ones (CUDA events on the default stream),
 // and the copy bandwidth of a 1 GiB cudaMemcpyAsync (read + write bytes) they report against.
 #pragma once
 
@@ -40,6 +40,20 @@ struct StreamTimer {
     const double gbs = 2.0 * (1 << 30) / ms / 1e6;
     std::printf("copy (1 GiB, read + write): %.1f GB/s\n", gbs);
     return gbs;
+  }
+};
+
+// The streaming probes' buffers: two of 1 GiB (x filled with 0x01 bytes) and a word the kernels
+// write only under an impossible condition (so the compiler keeps their loads).
+struct StreamBuffers {
+  unsigned char* x = nullptr;
+  unsigned char* y = nullptr;
+  unsigned* sink = nullptr;
+  StreamBuffers() {
+    cudaMalloc(&x, 1 << 30);
+    cudaMalloc(&y, 1 << 30);
+    cudaMalloc(&sink, 4);
+    cudaMemset(x, 1, 1 << 30);
   }
 };
 

@@ -6,12 +6,17 @@
 # mode on 7738428 in call 1). Tree: `bash scripts/snap.sh .snap HEAD; cp <this file> .snap/call.sh`,
 # carry [".deps", ".snap"]; run:
 #   cd .snap && OUT=/tmp/o MHC_S7_PREFILL='bash call.sh' bash scripts/device_session.sh record step prefill
-# About 8 minutes (record ~130 s, step ~20 s, then the lines below).
+# About 8.5 minutes (record ~130 s, step ~20 s, then the lines below).
 M='*/post_pre_normal*:*/pre_computed*:*/pre_broadcast_computed*:*/head_learned*'
 # the epilogue chain's instruction latencies (#15: is MUFU or FP32 issue what makes the
 # Sinkhorn's ~76-instruction iteration take ~185 cycles?)
 nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I. -Iinclude -o /tmp/op_latency bench/probes/op_latency.cu &&
   timeout 20 /tmp/op_latency
+# session 30's probes (compiled, not run; ~30 s): is a re-read of the streams from L2 nearly free,
+# and at what window (the lagged pre); how many 16-block clusters of ~208 KB a block fit (the
+# cluster one-pass pre)
+nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/l2lag bench/probes/l2_lag.cu && timeout 60 /tmp/l2lag | sed 's/^/[l2lag] /'
+nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/cc bench/probes/cluster_capacity.cu && timeout 30 /tmp/cc | sed 's/^/[cluster] /'
 run_t fam 150 "$(echo "$M" | sed 's#\*/#Modes/GpuFamily.*/#g')"
 run_t modes 150 "$(echo "$M" | sed 's#\*/#Modes/GpuGraph.*/#g'):$(echo "$M" | sed 's#\*/#Modes/GpuDeterminism.*/#g'):$(echo "$M" | sed 's#\*/#Modes/GpuNanInf.*/#g'):$(echo "$M" | sed 's#\*/#Modes/GpuBatch.*/#g'):Modes/GpuFusion.*"
 run_t grids 150 'Grid/GpuGrid.MatchesReference/post_pre_normal*n4_H*:Grid/GpuGrid.MatchesReference/pre_computed*n4_H*:Grid/GpuGrid.MatchesReference/pre_broadcast_computed*n4_H*:Grid/GpuGrid.MatchesReference/head_learned*n4_H*'

@@ -81,33 +81,12 @@ __device__ __forceinline__ void load_b(const N4Params& p, int chunk, int j, int 
 }
 
 /// The dots of one (stream slot, row block): stream_dots' chains of n-tiles blk, 3 + blk, 6 + blk
-/// over the 8 k16 steps from 0, then v = hi + (mid + lo) (v[m][c]: C-fragment element c of m16
-/// tile m).
+/// (slot_chains), then v = hi + (mid + lo) (v[m][c]: C-fragment element c of m16 tile m).
 __device__ __forceinline__ void row_block_dots(const unsigned char* slot, const uint2 (&b)[kMmaSteps][3], int lane,
                                                float (&v)[kMTiles][4]) {
-  const int lv = (lane >> 4) ^ (lane & 7);
-  const uint32_t a_row = shared_addr(slot) + (lane & 15) * kSlotRowBytes;
   float acc[kMTiles][3][4];
-#pragma unroll
-  for (int m = 0; m < kMTiles; ++m) {
-#pragma unroll
-    for (int part = 0; part < 3; ++part) acc[m][part][0] = acc[m][part][1] = acc[m][part][2] = acc[m][part][3] = 0.0f;
-  }
-#pragma unroll
-  for (int ks = 0; ks < kMmaSteps; ++ks) {
-    uint32_t a[kMTiles][4];
-#pragma unroll
-    for (int m = 0; m < kMTiles; ++m) {
-      ldmatrix_x4(a_row + m * 16 * kSlotRowBytes + (((2 * ks) ^ lv) << 4), a[m][0], a[m][1], a[m][2], a[m][3]);
-    }
-#pragma unroll
-    for (int part = 0; part < 3; ++part) {
-#pragma unroll
-      for (int m = 0; m < kMTiles; ++m) {
-        mma_bf16(acc[m][part], a[m][0], a[m][1], a[m][2], a[m][3], b[ks][part].x, b[ks][part].y);
-      }
-    }
-  }
+  slot_chains<3>(
+      slot, lane, [&](int ks, int part) { return b[ks][part]; }, [](int, const uint32_t(&)[kMTiles][4]) {}, acc);
 #pragma unroll
   for (int m = 0; m < kMTiles; ++m) {
 #pragma unroll

@@ -111,6 +111,40 @@ __device__ __forceinline__ void square_sums(const unsigned char* slot, int lane,
   }
 }
 
+// The mma chains of one slot (stream j of 32 tokens x 128 columns): acc[m][i] for m16 tile m and
+// n-tile i of kNT is the chain over the kMmaSteps k16 steps in order, from 0, of A (the slot's
+// rows by ldmatrix) x b_at(ks, i) (this lane's uint2 B fragment of n-tile i at step ks), the
+// n-tiles' mma in i order after each step's A loads; after_step(ks, a) then sees the step's A
+// fragments. Every chain is independent of the others, so a kernel that splits a slot's n-tiles
+// between warps (gemm_rb_kernel) computes each accumulator as stream_dots does.
+template <int kNT, typename BAt, typename AfterStep>
+__device__ __forceinline__ void slot_chains(const unsigned char* slot, int lane, BAt b_at, AfterStep after_step,
+                                            float (&acc)[kMTiles][kNT][4]) {
+  // A: lane's row m * 16 + lane % 16 and vector 2 ks + lane / 16, swizzled: (2 ks) ^ lv.
+  const int lv = (lane >> 4) ^ (lane & 7);
+  const uint32_t a_row = shared_addr(slot) + (lane & 15) * kSlotRowBytes;
+#pragma unroll
+  for (int m = 0; m < kMTiles; ++m) {
+#pragma unroll
+    for (int i = 0; i < kNT; ++i) acc[m][i][0] = acc[m][i][1] = acc[m][i][2] = acc[m][i][3] = 0.0f;
+  }
+#pragma unroll
+  for (int ks = 0; ks < kMmaSteps; ++ks) {
+    uint32_t a[kMTiles][4];
+#pragma unroll
+    for (int m = 0; m < kMTiles; ++m) {
+      ldmatrix_x4(a_row + m * 16 * kSlotRowBytes + (((2 * ks) ^ lv) << 4), a[m][0], a[m][1], a[m][2], a[m][3]);
+    }
+#pragma unroll
+    for (int i = 0; i < kNT; ++i) {
+      const uint2 b = b_at(ks, i);
+#pragma unroll
+      for (int m = 0; m < kMTiles; ++m) mma_bf16(acc[m][i], a[m][0], a[m][1], a[m][2], a[m][3], b.x, b.y);
+    }
+    after_step(ks, a);
+  }
+}
+
 // A step's dots: the 24 dots of the 32 tokens over the chunk's 128 columns of stream j (B: that
 // stream's fragments bj), then part = v (first) or part + v, v = hi + (mid + lo).
 // part[m][blk][c]: m16 tile m, rows blk * 8 + 2q (+1), C-fragment element c (tokens g, g + 8).
@@ -121,40 +155,25 @@ __device__ __forceinline__ void square_sums(const unsigned char* slot, int lane,
 template <bool kMmaSquares = false>
 __device__ __forceinline__ void stream_dots(const unsigned char* slot, const uint2* bj, int lane, bool first,
                                             float (&part)[kMTiles][3][4], float (&sqmma)[kMTiles][2][4]) {
-  // A: lane's row m * 16 + lane % 16 and vector 2 ks + lane / 16, swizzled: (2 ks) ^ lv.
-  const int lv = (lane >> 4) ^ (lane & 7);
-  const uint32_t a_row = shared_addr(slot) + (lane & 15) * kSlotRowBytes;
   float acc[kMTiles][kNTiles][4];
+  slot_chains<kNTiles>(
+      slot, lane, [&](int ks, int nt) { return bj[(ks * kNTiles + nt) * 32 + lane]; },
+      [&](int ks, const uint32_t(&a)[kMTiles][4]) {
+        if constexpr (kMmaSquares) {
 #pragma unroll
-  for (int m = 0; m < kMTiles; ++m) {
+          for (int m = 0; m < kMTiles; ++m) {
+            if (first && ks == 0) {
 #pragma unroll
-    for (int nt = 0; nt < kNTiles; ++nt) acc[m][nt][0] = acc[m][nt][1] = acc[m][nt][2] = acc[m][nt][3] = 0.0f;
-  }
-#pragma unroll
-  for (int ks = 0; ks < kMmaSteps; ++ks) {
-    uint32_t a[kMTiles][4];
-#pragma unroll
-    for (int m = 0; m < kMTiles; ++m) {
-      ldmatrix_x4(a_row + m * 16 * kSlotRowBytes + (((2 * ks) ^ lv) << 4), a[m][0], a[m][1], a[m][2], a[m][3]);
-    }
-#pragma unroll
-    for (int nt = 0; nt < kNTiles; ++nt) {
-      const uint2 b = bj[(ks * kNTiles + nt) * 32 + lane];
-#pragma unroll
-      for (int m = 0; m < kMTiles; ++m) mma_bf16(acc[m][nt], a[m][0], a[m][1], a[m][2], a[m][3], b.x, b.y);
-    }
-    if constexpr (kMmaSquares) {
-#pragma unroll
-      for (int m = 0; m < kMTiles; ++m) {
-        if (first && ks == 0) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) sqmma[m][h][0] = sqmma[m][h][1] = sqmma[m][h][2] = sqmma[m][h][3] = 0.0f;
+              for (int h = 0; h < 2; ++h) sqmma[m][h][0] = sqmma[m][h][1] = sqmma[m][h][2] = sqmma[m][h][3] = 0.0f;
+            }
+            mma_bf16(sqmma[m][0], a[m][0], a[m][1], a[m][2], a[m][3], a[m][0], a[m][2]);
+            mma_bf16(sqmma[m][1], a[m][0], a[m][1], a[m][2], a[m][3], a[m][1], a[m][3]);
+          }
+        } else {
+          (void)ks, (void)a, (void)sqmma;
         }
-        mma_bf16(sqmma[m][0], a[m][0], a[m][1], a[m][2], a[m][3], a[m][0], a[m][2]);
-        mma_bf16(sqmma[m][1], a[m][0], a[m][1], a[m][2], a[m][3], a[m][1], a[m][3]);
-      }
-    }
-  }
+      },
+      acc);
   // n-tile nt is part nt / 3 of rows (nt % 3) * 8 ..: hi = blk, mid = 3 + blk, lo = 6 + blk.
 #pragma unroll
   for (int m = 0; m < kMTiles; ++m) {
