@@ -17,7 +17,9 @@
 //     warps are done with the tile it held before;
 //   - warp w < 12, a compute warp, is (stream j = w / 3, row block blk = w % 3) and holds, for
 //     the pass's chunk, stream j's B fragments of the three n-tiles of row block blk (hi: blk,
-//     mid: 3 + blk, lo: 6 + blk) for the 8 k16 steps: 24 uint2 = 48 registers, loaded once a pass.
+//     mid: 3 + blk, lo: 6 + blk) for the 8 k16 steps: 24 uint2 = 48 registers (128 a thread: 4
+//     of the 13 warps share a scheduler), loaded once a pass: the next pass's during a pass's
+//     last tile, each step's right after that step's mma, so no pass waits for them.
 // Per tile, all 12 compute warps: the dots of their (stream, row block) (mma chains over the 8
 // k16 steps from 0, v = hi + (mid + lo)) into shared memory, and the square sums of 1 or 2
 // (token pair, vector) units each (units w and w + 12 of 16); `empty` arrival; a named barrier;
@@ -68,25 +70,34 @@ static_assert(kNTiles == kRowBlocks * 3 && kUnitsPerTile == kUnits, "row blocks 
 static_assert(kRbWarps < kUnitsPerTile && 2 * kRbWarps >= kUnitsPerTile, "one or two square-sum units a warp");
 static_assert(kStagedOffset % 16 == 0 && kRbBarOffset % 8 == 0, "layout");
 
-/// Stream j's B fragments of row block blk for `chunk`: b[ks][part] is n-tile part * 3 + blk of
-/// k16 step ks (stream_dots' bj[(ks * kNTiles + nt) * 32 + lane]).
-__device__ __forceinline__ void load_b(const N4Params& p, int chunk, int j, int blk, int lane,
-                                       uint2 (&b)[kMmaSteps][3]) {
-  const uint2* bj = p.fn_frag + static_cast<int64_t>(chunk) * kFragWords + j * kMmaSteps * kNTiles * 32;
-#pragma unroll
-  for (int ks = 0; ks < kMmaSteps; ++ks) {
-#pragma unroll
-    for (int part = 0; part < 3; ++part) b[ks][part] = __ldg(bj + (ks * kNTiles + part * kRowBlocks + blk) * 32 + lane);
-  }
+/// Stream j's B fragments of `chunk` (stream_dots' bj).
+__device__ __forceinline__ const uint2* stream_b(const N4Params& p, int chunk, int j) {
+  return p.fn_frag + static_cast<int64_t>(chunk) * kFragWords + j * kMmaSteps * kNTiles * 32;
+}
+
+/// This lane's fragment of k16 step ks and part `part` of row block blk: n-tile part * 3 + blk
+/// (stream_dots' bj[(ks * kNTiles + nt) * 32 + lane]).
+__device__ __forceinline__ uint2 b_at(const uint2* bj, int ks, int part, int blk, int lane) {
+  return __ldg(bj + (ks * kNTiles + part * kRowBlocks + blk) * 32 + lane);
 }
 
 /// The dots of one (stream slot, row block): stream_dots' chains of n-tiles blk, 3 + blk, 6 + blk
-/// (slot_chains), then v = hi + (mid + lo) (v[m][c]: C-fragment element c of m16 tile m).
-__device__ __forceinline__ void row_block_dots(const unsigned char* slot, const uint2 (&b)[kMmaSteps][3], int lane,
-                                               float (&v)[kMTiles][4]) {
+/// (slot_chains), then v = hi + (mid + lo) (v[m][c]: C-fragment element c of m16 tile m). Where
+/// `next` is not null (a pass's last tile), step ks's fragments are reloaded from it right after
+/// the step's mma: the next pass's fragments arrive while the rest of the tile runs, in the same
+/// registers.
+__device__ __forceinline__ void row_block_dots(const unsigned char* slot, uint2 (&b)[kMmaSteps][3], int lane,
+                                               int blk, const uint2* next, float (&v)[kMTiles][4]) {
   float acc[kMTiles][3][4];
   slot_chains<3>(
-      slot, lane, [&](int ks, int part) { return b[ks][part]; }, [](int, const uint32_t(&)[kMTiles][4]) {}, acc);
+      slot, lane, [&](int ks, int part) { return b[ks][part]; },
+      [&](int ks, const uint32_t(&)[kMTiles][4]) {
+        if (next != nullptr) {
+#pragma unroll
+          for (int part = 0; part < 3; ++part) b[ks][part] = b_at(next, ks, part, blk, lane);
+        }
+      },
+      acc);
 #pragma unroll
   for (int m = 0; m < kMTiles; ++m) {
 #pragma unroll
@@ -143,15 +154,25 @@ __global__ void __launch_bounds__(kRbThreads, 1) gemm_rb_kernel(const N4Params p
   }
   const int j = warp / kRowBlocks, blk = warp % kRowBlocks, tid = static_cast<int>(threadIdx.x);
   float* v_all = reinterpret_cast<float*>(smem + kVOffset);
+  // The pass's B fragments: the first pass's loaded here (weights: before the wait for the kernel
+  // before), each later pass's during the last tile of the pass before (row_block_dots).
   uint2 b[kMmaSteps][3];
-  load_b(p, range.g, j, blk, lane, b);  // weights: before the wait for the kernel before
-  pdl_wait();                           // the runs: the kernel before may still read p.partials
+  {
+    const uint2* bj = stream_b(p, range.g, j);
+#pragma unroll
+    for (int ks = 0; ks < kMmaSteps; ++ks) {
+#pragma unroll
+      for (int part = 0; part < 3; ++part) b[ks][part] = b_at(bj, ks, part, blk, lane);
+    }
+  }
+  pdl_wait();  // the runs: the kernel before may still read p.partials
   int64_t q = 0;
 #pragma unroll 1
   for (int pass = 0; pass < passes; ++pass) {
-    if (pass > 0) load_b(p, range.g + kPartialSplit * pass, j, blk, lane, b);
 #pragma unroll 1
     for (int64_t k = 0; k < range.count; ++k, ++q) {
+      const uint2* next =
+          k == range.count - 1 && pass + 1 < passes ? stream_b(p, range.g + kPartialSplit * (pass + 1), j) : nullptr;
       const int64_t tile = range.t0 + k;
       float* dst = group_run(p, range.g, tile, range.tiles);
       const int n = tile_tokens(p, tile) * kPartial;
@@ -168,7 +189,7 @@ __global__ void __launch_bounds__(kRbThreads, 1) gemm_rb_kernel(const N4Params p
       float* staged = reinterpret_cast<float*>(smem + kStagedOffset + (q & 1) * kStagedBytes);
       mbar_wait(full + 8 * e, static_cast<uint32_t>(q / kRbStages) & 1u);
       float v[kMTiles][4];
-      row_block_dots(entry + j * kSlotBytes, b, lane, v);
+      row_block_dots(entry + j * kSlotBytes, b, lane, blk, next, v);
 #pragma unroll
       for (int m = 0; m < kMTiles; ++m) {
 #pragma unroll
