@@ -18,7 +18,8 @@
 //   GpuErrors.*                                           no workspace, CPU weights, mixed devices
 // e.g. --gtest_filter='Grid/GpuGrid.*/post_pre_*_n4_H7168' or '*GpuGraph*:*GpuBatch*'.
 // MHC_TEST_VARIANTS=name,name (variant names after the op, e.g. cuda_n4_staged_rb) limits the
-// suites that loop over the variants (GpuGrid, GpuFamily) to those, for sanitizer runs.
+// suites that loop over the variants (GpuGrid, GpuFamily) to those, for sanitizer runs;
+// MHC_TEST_VARIANTS=-name,name runs all but those.
 // Without a CUDA device (or in a build without CUDA) every test reports SKIPPED.
 //
 // Tolerances (spec section 6, with three calibrations explained in gpu_harness.hpp and at
@@ -497,16 +498,19 @@ void rereference_post_pre(Case& c, const Weights& w) {
 
 /// Every CUDA variant of an operator, in list order.
 /// The CUDA variants of `op`; where MHC_TEST_VARIANTS lists variant names (comma-separated, the
-/// part of an id after the op, e.g. "cuda_n4_staged,cuda_n4_staged_rb"), only those: for running
-/// a sanitizer over one kernel's variants without the rest of the family.
+/// part of an id after the op, e.g. "cuda_n4_staged,cuda_n4_staged_rb"), only those, and where
+/// the list starts with '-' ("-cuda_n4_staged_rb"), all but those: for running a sanitizer over
+/// one kernel's variants, or the suites without a variant under investigation.
 std::vector<std::string> cuda_variants(OpKind op) {
   const std::string prefix = std::string(op_id(op)) + ".";
-  const char* only = std::getenv("MHC_TEST_VARIANTS");
-  const std::string wanted = only == nullptr ? "" : "," + std::string(only) + ",";
+  const char* env = std::getenv("MHC_TEST_VARIANTS");
+  const bool exclude = env != nullptr && env[0] == '-';
+  const std::string listed = env == nullptr ? "" : "," + std::string(env + (exclude ? 1 : 0)) + ",";
   std::vector<std::string> ids;
   for (const mhc::VariantInfo& v : mhc::list_variants()) {
     if (v.device != "cuda" || v.id.compare(0, prefix.size(), prefix) != 0) continue;
-    if (only != nullptr && wanted.find("," + v.id.substr(prefix.size()) + ",") == std::string::npos) continue;
+    const bool named = listed.find("," + v.id.substr(prefix.size()) + ",") != std::string::npos;
+    if (env != nullptr && named == exclude) continue;
     ids.push_back(v.id);
   }
   return ids;
