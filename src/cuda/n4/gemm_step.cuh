@@ -3,7 +3,9 @@
 // shared-memory slot), copied by cp.async, then its square sums (fmaf chains) and its 24 dots
 // (mma.m16n8k16 chains against the chunk's B fragments); an item's partials (partial_at) are
 // stored after its 4th step (store_item). Every value is computed in the canonical order of
-// config.cuh.
+// config.cuh. Also the group runs' layout and a block's share of them (group_run, GroupRange),
+// which gemm_group_kernel and gemm_rb_kernel share, and the slot's mma chains (slot_chains),
+// which stream_dots and gemm_rb_kernel's row blocks share.
 #pragma once
 
 #include "src/cuda/exact_sum.cuh"
