@@ -3,9 +3,11 @@
 // bits, with the 72 KB of fragments that kernel keeps in shared memory moved into the registers of
 // 12 warps, so that the shared memory holds a ring of 6 tiles (192 KB, 5 tiles in flight while
 // one is computed) where gemm_group_kernel keeps 8 warps x 2 slots of 8 KB (one slot a warp in
-// flight while the other is computed): its copies were its limit (~79% of copy under Nsight
-// Compute, session 28; session 12's copies alone reached full bandwidth only with ~128 KB in flight
-// a multiprocessor).
+// flight while the other is computed), and no B fragment loads from shared memory. gemm_group_kernel
+// runs at ~79% of copy under Nsight Compute (session 28); session 12's copies alone reached full
+// bandwidth only with ~128 KB in flight a multiprocessor, while session 23 found that neither half
+// steps nor more warps made gemm_kernel faster: whether bytes in flight are its limit is what this
+// kernel tests (docs/performance-history.md, session 30).
 //
 // Grid mapping: gemm_group_kernel's (group_blocks, GroupRange): min(chunks, 8) groups x per-group
 // blocks, block i of group g taking the group's i-th share of the 32-token tiles, one pass per
