@@ -39,6 +39,8 @@
 // Envelope: gemm_group_kernel's (n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows, the group
 // runs' floats in p.partials: gemm_group_fits); sm_90+ (mbarriers) with kRbSmem of dynamic shared
 // memory (configure_gemm_rb_kernel). An explicit variant until the H200 says where it is faster.
+#include <cstdlib>
+
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/canonical.cuh"
 #include "src/cuda/n4/gemm_step.cuh"
@@ -53,24 +55,24 @@ constexpr int kRowBlocks = 3;                          // row blocks of 8 mixes:
 constexpr int kRbWarps = kN * kRowBlocks;              // 12 compute warps
 constexpr int kRbCompute = kRbWarps * 32;              // 384 threads
 constexpr int kRbThreads = kRbCompute + 32;            // and the producer warp
-constexpr int kRbStages = 6;                           // ring entries, one tile each
+constexpr int kRbStages = 6;                           // ring entries, one tile each (kStages)
 constexpr int kEntryBytes = kN * kSlotBytes;           // a tile's 4 stream slots: 32 KB
 constexpr int kVFloats = kMTiles * 4;                  // a lane's v of its row block
 constexpr int kVBytes = kRbWarps * kVFloats * 32 * 4;  // 12 KB
 constexpr int kStagedBytes = kRunFloats * 4;           // a tile's partials: 3200
 constexpr int kUnitsPerTile = kTile / 2;               // square-sum units (token pairs) of a tile: 16
 constexpr int kStoreRounds = (kRunFloats + kRbCompute - 1) / kRbCompute;  // run floats a thread: 3
-// Shared memory: the ring, the v exchange, the staged partials by tile parity, then full[6] and
-// empty[6] mbarriers.
-constexpr int kVOffset = kRbStages * kEntryBytes;
-constexpr int kStagedOffset = kVOffset + kVBytes;
-constexpr int kRbBarOffset = kStagedOffset + 2 * kStagedBytes;
-constexpr int kRbSmem = kRbBarOffset + 2 * kRbStages * 8;  // 210.3 KB
+// Shared memory of a ring of kStages entries: the ring, the v exchange, the staged partials by tile
+// parity, then full[kStages] and empty[kStages] mbarriers.
+__host__ __device__ constexpr int v_offset(int stages) { return stages * kEntryBytes; }
+__host__ __device__ constexpr int staged_offset(int stages) { return v_offset(stages) + kVBytes; }
+__host__ __device__ constexpr int bar_offset(int stages) { return staged_offset(stages) + 2 * kStagedBytes; }
+__host__ __device__ constexpr int rb_smem(int stages) { return bar_offset(stages) + 2 * stages * 8; }  // 210.3 KB at 6
 constexpr int kCombineBar = 1, kStoreBar = 2;          // named barriers of the 384 compute threads
-static_assert(kRbSmem <= 227 * 1024, "gemm_rb_kernel shared memory");
+static_assert(rb_smem(kRbStages) <= 227 * 1024, "gemm_rb_kernel shared memory");
 static_assert(kNTiles == kRowBlocks * 3 && kUnitsPerTile == kUnits, "row blocks of 3 parts; 16 units a tile");
 static_assert(kRbWarps < kUnitsPerTile && 2 * kRbWarps >= kUnitsPerTile, "one or two square-sum units a warp");
-static_assert(kStagedOffset % 16 == 0 && kRbBarOffset % 8 == 0, "layout");
+static_assert(staged_offset(1) % 16 == 0 && bar_offset(1) % 8 == 0 && kEntryBytes % 16 == 0, "layout");
 
 /// Stream j's B fragments of `chunk` (stream_dots' bj).
 __device__ __forceinline__ const uint2* stream_b(const N4Params& p, int chunk, int j) {
@@ -121,15 +123,17 @@ __device__ __forceinline__ void unit_squares(const unsigned char* entry, int u, 
   if (cv == 0) staged[row * kPartial + kRows] = sq;
 }
 
+template <int kStages>
 __global__ void __launch_bounds__(kRbThreads, 1) gemm_rb_kernel(const N4Params p) {
+  constexpr int kVOffset = v_offset(kStages), kStagedOffset = staged_offset(kStages);
   extern __shared__ __align__(128) unsigned char smem[];
   pdl_launch_dependents();
   const GroupRange range(p);
   if (range.count <= 0) return;  // block-uniform
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
-  const uint32_t full = shared_addr(smem) + kRbBarOffset, empty = full + kRbStages * 8;
+  const uint32_t full = shared_addr(smem) + bar_offset(kStages), empty = full + kStages * 8;
   if (threadIdx.x == 0) {
-    for (int e = 0; e < kRbStages; ++e) {
+    for (int e = 0; e < kStages; ++e) {
       mbar_init(full + 8 * e, 32);           // the producer's lanes, once their copies landed
       mbar_init(empty + 8 * e, kRbCompute);  // every compute thread, done reading the entry
     }
@@ -142,8 +146,8 @@ __global__ void __launch_bounds__(kRbThreads, 1) gemm_rb_kernel(const N4Params p
     // The producer: the streams are the kernel before's output.
     pdl_wait();
     for (int64_t q = 0; q < steps; ++q) {
-      const int e = static_cast<int>(q % kRbStages);
-      if (q >= kRbStages) mbar_wait(empty + 8 * e, static_cast<uint32_t>(q / kRbStages - 1) & 1u);
+      const int e = static_cast<int>(q % kStages);
+      if (q >= kStages) mbar_wait(empty + 8 * e, static_cast<uint32_t>(q / kStages - 1) & 1u);
       const int chunk = range.g + kPartialSplit * static_cast<int>(q / range.count);
       const int64_t tile = range.t0 + q % range.count;
       unsigned char* entry = smem + e * kEntryBytes;
@@ -186,10 +190,10 @@ __global__ void __launch_bounds__(kRbThreads, 1) gemm_rb_kernel(const N4Params p
         const int i = tid + r * kRbCompute;
         prev[r] = pass > 0 && i < n ? __ldcg(dst + i) : 0.0f;
       }
-      const int e = static_cast<int>(q % kRbStages);
+      const int e = static_cast<int>(q % kStages);
       const unsigned char* entry = smem + e * kEntryBytes;
       float* staged = reinterpret_cast<float*>(smem + kStagedOffset + (q & 1) * kStagedBytes);
-      mbar_wait(full + 8 * e, static_cast<uint32_t>(q / kRbStages) & 1u);
+      mbar_wait(full + 8 * e, static_cast<uint32_t>(q / kStages) & 1u);
       float v[kMTiles][4];
       row_block_dots(entry + j * kSlotBytes, b, lane, blk, next, v);
 #pragma unroll
@@ -234,16 +238,40 @@ __global__ void __launch_bounds__(kRbThreads, 1) gemm_rb_kernel(const N4Params p
 
 }  // namespace
 
+// The diagnostics build (-DMHC_GEMM_PROBE) also has a 3-entry ring, which MHC_RB_STAGES=3 picks:
+// the same kernel with 2 tiles in flight instead of 5, to tell whether bytes in flight set its
+// speed. Elsewhere the 6-entry ring alone.
+#ifdef MHC_GEMM_PROBE
+namespace {
+constexpr int kProbeStages = 3;
+bool probe_ring() {
+  const char* v = std::getenv("MHC_RB_STAGES");
+  return v != nullptr && std::atoi(v) == kProbeStages;
+}
+}  // namespace
+#endif
+
 bool configure_gemm_rb_kernel(int device) {
   int major = 0;
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return major >= 9 && allow_dynamic_smem(gemm_rb_kernel, device, kRbSmem);  // mbarriers: sm_90+
+  bool ok = major >= 9 && allow_dynamic_smem(gemm_rb_kernel<kRbStages>, device, rb_smem(kRbStages));  // sm_90+
+#ifdef MHC_GEMM_PROBE
+  ok = ok && allow_dynamic_smem(gemm_rb_kernel<kProbeStages>, device, rb_smem(kProbeStages));
+#endif
+  return ok;
 }
 
 void launch_gemm_rb_kernel(const N4Params& p, const LaunchCtx& ctx) {
   if (p.T <= 0) return;
   MHC_CHECK((reinterpret_cast<uintptr_t>(p.partials) & 15u) == 0, "gemm_rb_kernel: partials alignment");
-  launch_kernel(gemm_rb_kernel, dim3(group_blocks(p, ctx.num_sms)), kRbThreads, kRbSmem, ctx, p);
+  const dim3 grid(group_blocks(p, ctx.num_sms));
+#ifdef MHC_GEMM_PROBE
+  if (probe_ring()) {
+    launch_kernel(gemm_rb_kernel<kProbeStages>, grid, kRbThreads, rb_smem(kProbeStages), ctx, p);
+    return;
+  }
+#endif
+  launch_kernel(gemm_rb_kernel<kRbStages>, grid, kRbThreads, rb_smem(kRbStages), ctx, p);
 }
 
 }  // namespace mhc::cuda::n4
@@ -251,4 +279,9 @@ void launch_gemm_rb_kernel(const N4Params& p, const LaunchCtx& ctx) {
 // The kernels this file launches, for warmup (src/cuda/kernel_list.cuh; tests/test_engine.cpp checks
 // that every launched kernel is listed).
 #include "src/cuda/kernel_list.cuh"
-void mhc::cuda::n4::list_gemm_rb_kernels(KernelList& out) { add_kernel(out, gemm_rb_kernel, "n4::gemm_rb_kernel"); }
+void mhc::cuda::n4::list_gemm_rb_kernels(KernelList& out) {
+  add_kernel(out, gemm_rb_kernel<kRbStages>, "n4::gemm_rb_kernel");
+#ifdef MHC_GEMM_PROBE
+  add_kernel(out, gemm_rb_kernel<kProbeStages>, "n4::gemm_rb_kernel<3 stages>");
+#endif
+}
