@@ -27,12 +27,14 @@ unset MHC_TEST_VARIANTS
 for K in gemm_rb_kernel gemm_group_kernel; do
   V=mixes.cuda_n4_staged; [ $K = gemm_rb_kernel ] && V=mixes.cuda_n4_staged_rb
   timeout 60 ncu --clock-control none -k regex:"$K" --launch-skip 2 --launch-count 1 --section SpeedOfLight \
-    --section WarpStateStats --section LaunchStats --section Occupancy \
+    --section WarpStateStats --section LaunchStats --section Occupancy --section ComputeWorkloadAnalysis \
+    --section MemoryWorkloadAnalysis \
     --metrics dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
     "$BD/tools/mhc" bench --ops mixes --modes plain --H 4096 --T 16384 --reps 2 --budget-s 20 --variant $V \
     > "$OUT/r/ncu-$K.txt" 2>&1
   echo "[ncu $K rc=$?]"
-  grep -E "Duration|DRAM Throughput|dram__|Registers Per|Achieved Occupancy|Stall (Long|Wait|Barrier|Math|MIO|Short|Not Sel)|Warp Cycles Per Issued" \
+  # the count's two margins: the tensor pipe (~50-58% predicted) and shared memory (~75%)
+  grep -E "Duration|DRAM Throughput|dram__|Registers Per|Achieved Occupancy|Stall (Long|Wait|Barrier|Math|MIO|Short|Not Sel)|Warp Cycles Per Issued|Issue Slots Busy|Mem Pipes Busy|Shared Memory|Tensor|Max Bandwidth" \
     "$OUT/r/ncu-$K.txt" | sed "s/^ */[ncu $K] /"
 done
 # 3. the rows, staged against staged_rb in the same process order, two rounds
