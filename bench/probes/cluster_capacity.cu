@@ -137,27 +137,53 @@ __global__ void __launch_bounds__(kThreads) exchange_push(unsigned* out, long lo
   }
 }
 
+// A launch of `size`-block clusters of kThreads threads with `smem` bytes of dynamic shared
+// memory a block (the config points at its own attribute: not copyable).
+struct ClusterLaunch {
+  cudaLaunchAttribute attr[1];
+  cudaLaunchConfig_t cfg = {};
+  ClusterLaunch(int size, size_t smem, int blocks) {
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = size;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.gridDim = dim3(blocks);
+  }
+  ClusterLaunch(const ClusterLaunch&) = delete;
+  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
+};
+
+// The kernel may take 16-block clusters and up to 227 KB of shared memory a block.
+template <typename Kernel>
+void allow_clusters(Kernel kernel) {
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024);
+}
+
+// The largest of `count` cycle counts at cycles[first ..] (0 where the launch failed).
+long long worst_cycles(const long long* cycles, int first, int count, cudaError_t done) {
+  long long host[4096] = {}, worst = 0;
+  if (done != cudaSuccess) return 0;
+  cudaMemcpy(host, cycles + first, count * sizeof(long long), cudaMemcpyDeviceToHost);
+  for (int b = 0; b < count; ++b) worst = host[b] > worst ? host[b] : worst;
+  return worst;
+}
+
 int main() {
   const int sms = sm_count();
-  cudaFuncSetAttribute(exchange, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-  cudaFuncSetAttribute(exchange, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024);
+  allow_clusters(exchange);
   unsigned* out;
   long long* cycles;
   cudaMalloc(&out, 4096 * sizeof(unsigned));
   cudaMalloc(&cycles, 4096 * sizeof(long long));
   for (int kb : {100, 160, 208, 227}) {
     for (int size : {2, 4, 8, 16}) {
-      cudaLaunchConfig_t cfg = {};
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = size;
-      attr[0].val.clusterDim.y = 1;
-      attr[0].val.clusterDim.z = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-      cfg.blockDim = dim3(kThreads);
-      cfg.dynamicSmemBytes = static_cast<size_t>(kb) * 1024;
-      cfg.gridDim = dim3(size * (sms / size));
+      ClusterLaunch launch_cfg(size, static_cast<size_t>(kb) * 1024, size * (sms / size));
+      cudaLaunchConfig_t& cfg = launch_cfg.cfg;
       int clusters = 0;
       const cudaError_t occ = cudaOccupancyMaxActiveClusters(&clusters, exchange, &cfg);
       if (occ != cudaSuccess) {
@@ -169,11 +195,7 @@ int main() {
       cfg.gridDim = dim3(size * (clusters > 0 ? clusters : 1));
       const cudaError_t launch = cudaLaunchKernelEx(&cfg, exchange, out, cycles);
       const cudaError_t done = launch == cudaSuccess ? cudaDeviceSynchronize() : launch;
-      long long host[4096] = {};
-      const int blocks = static_cast<int>(cfg.gridDim.x);
-      if (done == cudaSuccess) cudaMemcpy(host, cycles, blocks * sizeof(long long), cudaMemcpyDeviceToHost);
-      long long worst = 0;
-      for (int b = 0; b < blocks; ++b) worst = host[b] > worst ? host[b] : worst;
+      const long long worst = worst_cycles(cycles, 0, static_cast<int>(cfg.gridDim.x), done);
       std::printf("%3d KB, cluster %2d: %2d clusters resident (%3d of %d multiprocessors); exchange step %s%.0f cycles\n",
                   kb, size, clusters, clusters * size, sms, done == cudaSuccess ? "" : cudaGetErrorString(done),
                   done == cudaSuccess ? double(worst) / kSteps : 0.0);
@@ -181,30 +203,13 @@ int main() {
     }
   }
   // 3. the split step at 16 blocks of 208 KB (the one-pass design's shape), for a few work sizes
-  cudaFuncSetAttribute(exchange_split, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-  cudaFuncSetAttribute(exchange_split, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024);
+  allow_clusters(exchange_split);
   for (int size : {8, 16}) {
     for (int work : {0, 100, 250, 500, 1000}) {
-      cudaLaunchConfig_t cfg = {};
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = size;
-      attr[0].val.clusterDim.y = 1;
-      attr[0].val.clusterDim.z = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-      cfg.blockDim = dim3(kThreads);
-      cfg.dynamicSmemBytes = 208 * 1024;
-      cfg.gridDim = dim3(size);
-      const cudaError_t launch = cudaLaunchKernelEx(&cfg, exchange_split, out, cycles, work);
+      ClusterLaunch launch_cfg(size, 208 * 1024, size);
+      const cudaError_t launch = cudaLaunchKernelEx(&launch_cfg.cfg, exchange_split, out, cycles, work);
       const cudaError_t done = launch == cudaSuccess ? cudaDeviceSynchronize() : launch;
-      long long host[32] = {};
-      if (done == cudaSuccess) cudaMemcpy(host, cycles, 2 * size * sizeof(long long), cudaMemcpyDeviceToHost);
-      long long split = 0, alone = 0;
-      for (int b = 0; b < size; ++b) {
-        split = host[b] > split ? host[b] : split;
-        alone = host[size + b] > alone ? host[size + b] : alone;
-      }
+      const long long split = worst_cycles(cycles, 0, size, done), alone = worst_cycles(cycles, size, size, done);
       std::printf("split step, cluster %2d, %4d FMAs between arrive and wait: %.0f cycles a step, the FMAs alone %.0f: "
                   "%.0f exposed %s\n",
                   size, work, double(split) / kSteps, double(alone) / kSteps, double(split - alone) / kSteps,
@@ -213,27 +218,13 @@ int main() {
     }
   }
   // 4. the push form at the same shapes
-  cudaFuncSetAttribute(exchange_push, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-  cudaFuncSetAttribute(exchange_push, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024);
+  allow_clusters(exchange_push);
   for (int size : {8, 16}) {
     for (int work : {0, 250, 1000}) {
-      cudaLaunchConfig_t cfg = {};
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = size;
-      attr[0].val.clusterDim.y = 1;
-      attr[0].val.clusterDim.z = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-      cfg.blockDim = dim3(kThreads);
-      cfg.dynamicSmemBytes = 208 * 1024;
-      cfg.gridDim = dim3(size);
-      const cudaError_t launch = cudaLaunchKernelEx(&cfg, exchange_push, out, cycles, work);
+      ClusterLaunch launch_cfg(size, 208 * 1024, size);
+      const cudaError_t launch = cudaLaunchKernelEx(&launch_cfg.cfg, exchange_push, out, cycles, work);
       const cudaError_t done = launch == cudaSuccess ? cudaDeviceSynchronize() : launch;
-      long long host[16] = {};
-      if (done == cudaSuccess) cudaMemcpy(host, cycles, size * sizeof(long long), cudaMemcpyDeviceToHost);
-      long long worst = 0;
-      for (int b = 0; b < size; ++b) worst = host[b] > worst ? host[b] : worst;
+      const long long worst = worst_cycles(cycles, 0, size, done);
       std::printf("push step, cluster %2d, %4d FMAs before the wait: %.0f cycles a step %s\n", size, work,
                   double(worst) / kSteps, done == cudaSuccess ? "" : cudaGetErrorString(done));
       cudaGetLastError();
