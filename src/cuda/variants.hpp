@@ -29,6 +29,12 @@ bool n4_decode_chunk_prefer(const detail::Problem& p);
 /// Where it takes decode_kernel: only where decode_chunk_kernel cannot run (H > 8192).
 bool n4_decode_prefer(const detail::Problem& p);
 void n4_decode_chunk_run(const detail::Problem& p);
+// decode_box_kernel (H <= 8192, T <= 16, not pre_broadcast): the chunk partials through the
+// workspace's mailbox, no arrival counter; the same bits. Explicit rows (prefer: never) until
+// measured against decode_chunk_kernel.
+bool n4_decode_box_supports(const detail::Problem& p);
+bool n4_decode_box_prefer(const detail::Problem& p);
+void n4_decode_box_run(const detail::Problem& p);
 // src/cuda/n4/staged.cu: the staged plan (post_kernel -> GEMM stage -> finalize_kernel ->
 // collapse_stream_kernel) for every op but post and pre_broadcast; the same bits as n4_run.
 bool n4_staged_supports(const detail::Problem& p);
@@ -71,6 +77,8 @@ size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens);
 /// Tokens of the staged plan's pre mailbox for a workspace of max_tokens (slices beyond it take
 /// the fresh pre through the scratch instead).
 int64_t n4_pre_mailbox_tokens(int64_t max_tokens);
+/// Bytes of decode_box_kernel's mailbox (kBoxTokens x kBoxMaxChunks x 25 floats).
+size_t n4_decode_box_bytes();
 /// decode_kernel's default T limit (WorkspaceOptions::decode_max_tokens = 0).
 int64_t n4_decode_default_tokens();
 

@@ -84,6 +84,13 @@ void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* cou
 /// `device`; false where the device's opt-in limit is smaller.
 bool configure_decode_chunk_kernel(int device);
 bool decode_chunk_supports(int64_t H);
+/// decode_box_kernel (decode_box_kernel.cu): a whole op with a mixes stage (not pre_broadcast) in one
+/// launch of H / 128 + T blocks, the chunk partials through the mailbox `box` (kBoxTokens x
+/// kBoxMaxChunks x 25 floats, every float kBoxPoison between launches: the kernel leaves it so).
+/// One launch at a time per mailbox; the same bits as decode_chunk_kernel.
+void launch_decode_box_kernel(const N4Params& p, float* box, const LaunchCtx& ctx);
+/// Its envelope: H <= 8192, T <= kBoxTokens, H / 128 + T <= num_sms (every block resident at once).
+bool decode_box_supports(int64_t H, int64_t T, int num_sms);
 /// Workspace bytes decode_kernel needs for `tokens` tokens at the largest H.
 size_t decode_scratch_bytes(int64_t tokens);
 

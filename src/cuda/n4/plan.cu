@@ -141,6 +141,20 @@ void n4_decode_chunk_run(const detail::Problem& p) {
                              launch_ctx(p));
 }
 
+bool n4_decode_box_supports(const detail::Problem& p) {
+  return n4_decode_supports(p) && p.op != detail::Op::kPreBroadcast && p.workspace->decode_box != nullptr &&
+         decode_box_supports(p.H, p.T, p.workspace->num_sms);
+}
+
+bool n4_decode_box_prefer(const detail::Problem&) { return false; }
+
+void n4_decode_box_run(const detail::Problem& p) {
+  MHC_CHECK(n4_decode_box_supports(p), detail::op_name(p.op), ": cuda_n4_decode_box does not support this call (T = ",
+            p.T, ", H = ", p.H, ")");
+  if (p.T == 0) return;
+  launch_decode_box_kernel(n4_params(p), p.workspace->decode_box, launch_ctx(p));
+}
+
 bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* gemm_rb, bool* post_bulk) {
   int device = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&device));
@@ -179,5 +193,7 @@ size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens) {
 int64_t n4_decode_default_tokens() { return kDecodeDefaultTokens; }
 
 int64_t n4_pre_mailbox_tokens(int64_t max_tokens) { return max_tokens < kScratchTokens ? max_tokens : kScratchTokens; }
+
+size_t n4_decode_box_bytes() { return static_cast<size_t>(kBoxTokens) * kBoxMaxChunks * kPartial * sizeof(float); }
 
 }  // namespace mhc::cuda
