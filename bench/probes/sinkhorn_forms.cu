@@ -14,6 +14,13 @@
 //            step a diagonal scaling): a row step a_j <- a_j / (a_j (K b)_j + eps), a column step
 //            b_k <- b_k / (b_k (K^T a)_k + eps), c = a_j K_jk b_k at the end: 8 reciprocals and
 //            ~56 instructions an iteration against the shipped form's 4 and ~76
+//   quad     the shipped form with the column step's 4 reciprocals from one: with q_k = colsum_k +
+//            eps D, 1/q_0 = (q_1 (q_2 q_3)) rcp((q_0 q_1)(q_2 q_3)), and so on (the products of
+//            three formed beside the reciprocal): one multi-function instruction an iteration on
+//            the chain instead of 4 issued back to back (a warp's MUFU takes several cycles of
+//            its pipe even with one lane active, if the pipe is narrower than the warp), for 2 more
+//            dependent FMULs; q_k stays within ~[1e-3, 3e2], so the product of 4 is far inside
+//            fp32's range
 // Standalone probe, from the repository root:
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I. -Iinclude -o /tmp/sk \
 //        bench/probes/sinkhorn_forms.cu && /tmp/sk
@@ -86,6 +93,30 @@ __device__ __forceinline__ void sinkhorn_scale(float (&c)[16], float eps) {
   for (int i = 0; i < 16; ++i) c[i] = (a[i / 4] * c[i]) * b[i % 4];
 }
 
+// The shipped product form with one reciprocal for the column step's 4.
+__device__ __forceinline__ void sinkhorn_quad(float (&c)[16], float eps) {
+  sinkhorn_rows_softmax<4>(c, eps);
+  normalise_lines<4, 1, 4>(c, eps);  // iteration 0: the column step alone
+  for (int it = 1; it < kIters; ++it) {
+    float s[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) s[j] = tree_sum<1, 0, 4>(c, j * 4) + eps;
+    const float s01 = s[0] * s[1], s23 = s[2] * s[3];
+    const float p[4] = {s[1] * s23, s[0] * s23, s[3] * s01, s[2] * s01};
+    const float d_eps = (s01 * s23) * eps;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) c[i] *= p[i / 4];
+    float q[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) q[k] = tree_sum<4, 0, 4>(c, k) + d_eps;
+    const float q01 = q[0] * q[1], q23 = q[2] * q[3];
+    const float r = fast_rcp(q01 * q23);
+    const float inv[4] = {(q[1] * q23) * r, (q[0] * q23) * r, (q[3] * q01) * r, (q[2] * q01) * r};
+#pragma unroll
+    for (int i = 0; i < 16; ++i) c[i] *= inv[i % 4];
+  }
+}
+
 // The line-by-line form (session 8's shipped form; epilogue.cuh keeps it for N != 4 and a large eps).
 __device__ __forceinline__ void sinkhorn_lines(float (&c)[16], float eps) {
   sinkhorn_rows_softmax<4>(c, eps);
@@ -151,6 +182,7 @@ __global__ void run(const float* in, float* out, long long* cycles, int form) {
       if (form == 3) sinkhorn_pair(c, kEps);
       if (form == 4) sinkhorn_lines(c, kEps);
       if (form == 5) sinkhorn_scale(c, kEps);
+      if (form == 6) sinkhorn_quad(c, kEps);
       dt = clock64() - t0;
 #pragma unroll
       for (int i = 0; i < 16; ++i) out[cs * 16 + i] = c[i];
@@ -199,9 +231,9 @@ int main() {
   cudaMalloc(&out, h_in.size() * 4);
   cudaMalloc(&cycles, kCases * 8);
   cudaMemcpy(in, h_in.data(), h_in.size() * 4, cudaMemcpyHostToDevice);
-  const char* names[] = {"shipped", "unroll", "lanes", "pair", "lines", "scale"};
+  const char* names[] = {"shipped", "unroll", "lanes", "pair", "lines", "scale", "quad"};
   std::vector<float> shipped(kCases * 16), got(kCases * 16);
-  for (int form = 0; form < 6; ++form) {
+  for (int form = 0; form < 7; ++form) {
     run<<<1, 32>>>(in, out, cycles, form);
     std::vector<long long> cyc(kCases);
     if (cudaMemcpy(got.data(), out, got.size() * 4, cudaMemcpyDeviceToHost) != cudaSuccess ||

@@ -32,6 +32,10 @@ export MHC_TEST_VARIANTS=cuda_n4_decode_box
 run_t boxgrid 120 "$(grid mixes pre_computed_norm post_pre_normal_norm post_pre_shifted_norm head_learned_norm)"
 run_t boxmodes 90 'Modes/GpuNanInf.*/post_pre_*:Modes/GpuDeterminism.*/post_pre_*:Modes/GpuBatch.*/post_pre_*:Modes/GpuGraph.*/post_pre_*'
 unset MHC_TEST_VARIANTS
+# the Sinkhorn's forms warm on one warp (~30 s): with the handoff shorter, the comb's chain is phase
+# 2's longest branch; the new "quad" form takes the column step's 4 reciprocals from one
+nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I. -Iinclude -o /tmp/sk bench/probes/sinkhorn_forms.cu &&
+  timeout 30 /tmp/sk | sed 's/^/[sinkhorn] /'
 # 2. the rows, decode_chunk against decode_box in the same process order, two rounds
 for round in 1 2; do
   for v in decode_chunk decode_box; do
