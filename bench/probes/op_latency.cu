@@ -5,7 +5,12 @@
 // dependent instructions (each result feeds the next), so cycles / kChain is the latency of one.
 // The SASS of the Sinkhorn's loop is ~76 instructions an iteration (session 29); with 4 cycles an
 // FP32 instruction and ~18 a MUFU its chain would be ~100 cycles, where sinkhorn_forms.cu measured
-// ~185: this says which latency is larger than assumed. Standalone probe, from the repository root:
+// ~185: this says which latency is larger than assumed. Also, for the Sinkhorn's other forms
+// (sinkhorn_forms.cu): 4 independent MUFU.RCP chains stepped together (whether the chain's 4
+// reciprocals an iteration pipeline or queue at the multi-function unit), and, on a full warp,
+// SHFL.BFLY (a form that spreads the 4 x 4 matrix over 16 lanes pays one a butterfly level). Each
+// runs on one thread and on a full warp (the epilogue's chain runs with one lane active).
+// Standalone probe, from the repository root:
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I. -Iinclude -o /tmp/op_latency \
 //        bench/probes/op_latency.cu && /tmp/op_latency
 #include <cstdio>
@@ -24,9 +29,21 @@ __device__ __forceinline__ float step(int op, float x, float y) {
     case 1: asm volatile("mul.f32 %0, %1, %2;" : "=f"(r) : "f"(x), "f"(y)); break;
     case 2: asm volatile("fma.rn.f32 %0, %1, %2, %2;" : "=f"(r) : "f"(x), "f"(y)); break;
     case 3: asm volatile("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); break;
-    default: asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); break;
+    case 4: asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); break;
+    default: asm volatile("shfl.sync.bfly.b32 %0, %1, 1, 0x1f, 0xffffffff;" : "=f"(r) : "f"(x)); break;
   }
   return r;
+}
+
+// 4 independent reciprocal chains stepped together: cycles a step.
+__device__ long long rcp4(float (&x)[4]) {
+  const long long t0 = clock64();
+#pragma unroll 16
+  for (int i = 0; i < kChain; ++i) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) x[k] = step(3, x[k], 0.0f);
+  }
+  return clock64() - t0;
 }
 
 template <int kOp>
@@ -37,15 +54,22 @@ __device__ long long chain(float& x, float y) {
   return clock64() - t0;
 }
 
+constexpr int kResults = 8;
+
 __global__ void probe(const float* in, float* out, long long* cycles) {
   float x = in[0];
   const float y = in[1];
+  long long r[kResults] = {};
   for (int rep = 0; rep < 2; ++rep) {  // the second repetition is timed warm
-    cycles[0] = chain<0>(x, y);
-    cycles[1] = chain<1>(x, y);
-    cycles[2] = chain<2>(x, y);
-    cycles[3] = chain<3>(x, y);
-    cycles[4] = chain<4>(x, y);
+    r[0] = chain<0>(x, y);
+    r[1] = chain<1>(x, y);
+    r[2] = chain<2>(x, y);
+    r[3] = chain<3>(x, y);
+    r[4] = chain<4>(x, y);
+    if (blockDim.x == 32) r[5] = chain<5>(x, y);  // every lane of the warp takes part
+    float x4[4] = {x, x + 1.0f, x + 2.0f, x + 3.0f};
+    r[6] = rcp4(x4);
+    x += x4[0] + x4[1] + x4[2] + x4[3];
     float c[16], d[16];
     for (int i = 0; i < 16; ++i) c[i] = d[i] = in[2 + i] + x * 1e-30f;
     long long t0 = clock64();
@@ -54,10 +78,13 @@ __global__ void probe(const float* in, float* out, long long* cycles) {
     t0 = clock64();
     sinkhorn_iterations<4>(d, 21, 1e-6f);
     const long long many = clock64() - t0;
-    cycles[5] = many - one;
+    r[7] = many - one;
     for (int i = 0; i < 16; ++i) x += c[i] + d[i];
   }
-  out[0] = x;
+  out[threadIdx.x] = x;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kResults; ++i) cycles[i] = r[i];
+  }
 }
 
 int main() {
@@ -68,20 +95,24 @@ int main() {
   float *d_in = nullptr, *d_out = nullptr;
   long long* d_cycles = nullptr;
   cudaMalloc(&d_in, sizeof(h_in));
-  cudaMalloc(&d_out, sizeof(float));
-  cudaMalloc(&d_cycles, 6 * sizeof(long long));
+  cudaMalloc(&d_out, 32 * sizeof(float));
+  cudaMalloc(&d_cycles, kResults * sizeof(long long));
   cudaMemcpy(d_in, h_in, sizeof(h_in), cudaMemcpyHostToDevice);
-  probe<<<1, 1>>>(d_in, d_out, d_cycles);
-  long long c[6];
-  if (cudaMemcpy(c, d_cycles, sizeof(c), cudaMemcpyDeviceToHost) != cudaSuccess) {
-    std::printf("op_latency: %s\n", cudaGetErrorString(cudaGetLastError()));
-    return 1;
+  const char* names[kResults] = {"FADD", "FMUL", "FFMA", "MUFU.RCP", "MUFU.EX2", "SHFL.BFLY", "4 x RCP"};
+  for (int threads : {1, 32}) {
+    probe<<<1, threads>>>(d_in, d_out, d_cycles);
+    long long c[kResults];
+    if (cudaMemcpy(c, d_cycles, sizeof(c), cudaMemcpyDeviceToHost) != cudaSuccess) {
+      std::printf("op_latency: %s\n", cudaGetErrorString(cudaGetLastError()));
+      return 1;
+    }
+    for (int i = 0; i < kResults - 1; ++i) {
+      if (i == 5 && threads == 1) continue;  // a butterfly needs the whole warp
+      std::printf("[op_latency] %2d lanes: %-9s %6.2f cycles a step (a chain of %d)\n", threads, names[i],
+                  static_cast<double>(c[i]) / kChain, kChain);
+    }
+    std::printf("[op_latency] %2d lanes: one product-form Sinkhorn iteration %.1f cycles (21 - 1 iterations, / 20)\n",
+                threads, static_cast<double>(c[kResults - 1]) / 20.0);
   }
-  const char* names[5] = {"FADD", "FMUL", "FFMA", "MUFU.RCP", "MUFU.EX2"};
-  for (int i = 0; i < 5; ++i) {
-    std::printf("[op_latency] %-8s %6.2f cycles (a chain of %d)\n", names[i], static_cast<double>(c[i]) / kChain, kChain);
-  }
-  std::printf("[op_latency] one product-form Sinkhorn iteration %.1f cycles (21 - 1 iterations, / 20)\n",
-              static_cast<double>(c[5]) / 20.0);
   return 0;
 }
