@@ -21,27 +21,34 @@ using namespace mhc::cuda;
 
 constexpr int kChain = 1024;
 
-// One asm statement a step, so the compiler can neither reorder nor fold the chain.
+// One asm statement a step, so the compiler can neither reorder nor merge the chain. ptxas folds
+// a reciprocal of a reciprocal, and a run of butterflies into one permutation (the SASS of the
+// first form of this probe, session 31, had no MUFU.RCP and no SHFL chain), so both are steps of
+// (the instruction, FADD) pairs, reported as pairs and less the FADD chain's latency.
 __device__ __forceinline__ float step(int op, float x, float y) {
   float r;
   switch (op) {
     case 0: asm volatile("add.f32 %0, %1, %2;" : "=f"(r) : "f"(x), "f"(y)); break;
     case 1: asm volatile("mul.f32 %0, %1, %2;" : "=f"(r) : "f"(x), "f"(y)); break;
     case 2: asm volatile("fma.rn.f32 %0, %1, %2, %2;" : "=f"(r) : "f"(x), "f"(y)); break;
-    case 3: asm volatile("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); break;
+    case 3: asm volatile("rcp.approx.ftz.f32 %0, %1;\n\tadd.f32 %0, %0, %2;" : "=f"(r) : "f"(x), "f"(y)); break;
     case 4: asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); break;
-    default: asm volatile("shfl.sync.bfly.b32 %0, %1, 1, 0x1f, 0xffffffff;" : "=f"(r) : "f"(x)); break;
+    case 5: asm volatile("shfl.sync.bfly.b32 %0, %1, 1, 0x1f, 0xffffffff;\n\tadd.f32 %0, %0, %2;" : "=f"(r) : "f"(x), "f"(y)); break;
+    case 6: asm volatile("shfl.sync.bfly.b32 %0, %1, 2, 0x1f, 0xffffffff;\n\tadd.f32 %0, %0, %2;" : "=f"(r) : "f"(x), "f"(y)); break;
+    case 7: asm volatile("shfl.sync.bfly.b32 %0, %1, 4, 0x1f, 0xffffffff;\n\tadd.f32 %0, %0, %2;" : "=f"(r) : "f"(x), "f"(y)); break;
+    case 8: asm volatile("shfl.sync.bfly.b32 %0, %1, 8, 0x1f, 0xffffffff;\n\tadd.f32 %0, %0, %2;" : "=f"(r) : "f"(x), "f"(y)); break;
+    default: asm volatile("shfl.sync.bfly.b32 %0, %1, 16, 0x1f, 0xffffffff;\n\tadd.f32 %0, %0, %2;" : "=f"(r) : "f"(x), "f"(y)); break;
   }
   return r;
 }
 
-// 4 independent reciprocal chains stepped together: cycles a step.
-__device__ long long rcp4(float (&x)[4]) {
+// 4 independent (reciprocal, add) chains stepped together: cycles a step.
+__device__ long long rcp4(float (&x)[4], float y) {
   const long long t0 = clock64();
 #pragma unroll 16
   for (int i = 0; i < kChain; ++i) {
 #pragma unroll
-    for (int k = 0; k < 4; ++k) x[k] = step(3, x[k], 0.0f);
+    for (int k = 0; k < 4; ++k) x[k] = step(3, x[k], y);
   }
   return clock64() - t0;
 }
@@ -54,10 +61,21 @@ __device__ long long chain(float& x, float y) {
   return clock64() - t0;
 }
 
+// A chain of (butterfly, add) pairs, the lane masks cycling 1, 2, 4, 8, 16 (kChain / 5 x 5 steps).
+__device__ long long shfl_chain(float& x, float y) {
+  const long long t0 = clock64();
+#pragma unroll 4
+  for (int i = 0; i < kChain / 5; ++i) {
+#pragma unroll
+    for (int m = 5; m < 10; ++m) x = step(m, x, y);
+  }
+  return clock64() - t0;
+}
+
 constexpr int kResults = 8;
 
 __global__ void probe(const float* in, float* out, long long* cycles) {
-  float x = in[0];
+  float x = in[0] + 1e-7f * static_cast<float>(threadIdx.x);  // per lane: ptxas drops shuffles of a warp-uniform value
   const float y = in[1];
   long long r[kResults] = {};
   for (int rep = 0; rep < 2; ++rep) {  // the second repetition is timed warm
@@ -66,9 +84,9 @@ __global__ void probe(const float* in, float* out, long long* cycles) {
     r[2] = chain<2>(x, y);
     r[3] = chain<3>(x, y);
     r[4] = chain<4>(x, y);
-    if (blockDim.x == 32) r[5] = chain<5>(x, y);  // every lane of the warp takes part
+    if (blockDim.x == 32) r[5] = shfl_chain(x, y);  // every lane of the warp takes part
     float x4[4] = {x, x + 1.0f, x + 2.0f, x + 3.0f};
-    r[6] = rcp4(x4);
+    r[6] = rcp4(x4, y);
     x += x4[0] + x4[1] + x4[2] + x4[3];
     float c[16], d[16];
     for (int i = 0; i < 16; ++i) c[i] = d[i] = in[2 + i] + x * 1e-30f;
@@ -98,7 +116,7 @@ int main() {
   cudaMalloc(&d_out, 32 * sizeof(float));
   cudaMalloc(&d_cycles, kResults * sizeof(long long));
   cudaMemcpy(d_in, h_in, sizeof(h_in), cudaMemcpyHostToDevice);
-  const char* names[kResults] = {"FADD", "FMUL", "FFMA", "MUFU.RCP", "MUFU.EX2", "SHFL.BFLY", "4 x RCP"};
+  const char* names[kResults] = {"FADD", "FMUL", "FFMA", "RCP+FADD", "MUFU.EX2", "SHFL+FADD", "4 x (RCP+FADD)"};
   for (int threads : {1, 32}) {
     probe<<<1, threads>>>(d_in, d_out, d_cycles);
     long long c[kResults];
@@ -106,10 +124,17 @@ int main() {
       std::printf("op_latency: %s\n", cudaGetErrorString(cudaGetLastError()));
       return 1;
     }
+    const int steps[kResults - 1] = {kChain, kChain, kChain, kChain, kChain, kChain / 5 * 5, kChain};
     for (int i = 0; i < kResults - 1; ++i) {
       if (i == 5 && threads == 1) continue;  // a butterfly needs the whole warp
-      std::printf("[op_latency] %2d lanes: %-9s %6.2f cycles a step (a chain of %d)\n", threads, names[i],
-                  static_cast<double>(c[i]) / kChain, kChain);
+      std::printf("[op_latency] %2d lanes: %-14s %6.2f cycles a step (a chain of %d)\n", threads, names[i],
+                  static_cast<double>(c[i]) / steps[i], steps[i]);
+    }
+    std::printf("[op_latency] %2d lanes: MUFU.RCP alone (RCP+FADD less FADD) %.2f cycles\n", threads,
+                static_cast<double>(c[3] - c[0]) / kChain);
+    if (threads == 32) {
+      std::printf("[op_latency] %2d lanes: SHFL.BFLY alone (SHFL+FADD less FADD) %.2f cycles\n", threads,
+                  static_cast<double>(c[5]) / steps[5] - static_cast<double>(c[0]) / kChain);
     }
     std::printf("[op_latency] %2d lanes: one product-form Sinkhorn iteration %.1f cycles (21 - 1 iterations, / 20)\n",
                 threads, static_cast<double>(c[kResults - 1]) / 20.0);
