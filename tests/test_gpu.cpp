@@ -1134,6 +1134,7 @@ const std::vector<DecodeVariant>& decode_variants() {
       {"cuda_n4_decode", {{4, 4096, 1}, {4, 7168, 16}}, {4, 7168, 8}},
       {"cuda_n4_decode_chunk", {{4, 4096, 1}, {4, 7168, 16}, {4, 4096, 33}}, {4, 4096, 8}},
       {"cuda_n4_decode_box", {{4, 4096, 1}, {4, 7168, 16}, {4, 5120, 3}}, {4, 7168, 8}},
+      {"cuda_n4_decode_box_lanes", {{4, 4096, 1}, {4, 7168, 16}}, {4, 4096, 8}},
   };
   return v;
 }

@@ -21,12 +21,9 @@
 //            its pipe even with one lane active, if the pipe is narrower than the warp), for 2 more
 //            dependent FMULs; q_k stays within ~[1e-3, 3e2], so the product of 4 is far inside
 //            fp32's range
-//   lanes16  the shipped form on 16 lanes, lane 4 j + k holding c[j, k]: the same arithmetic on
-//            each element, its sums as butterflies (xor 1, 2 for a row, xor 4, 8 for a column, which
-//            form the trees' (x0 + x1) + (x2 + x3) up to the order of an addition's operands),
-//            s_{j^1} and the other row pair's product by xor 4 and xor 8, the row maximum from 4
-//            indexed shuffles in the shipped order: the shipped bits, with ~17 instructions an
-//            iteration on the chain's path instead of ~76, for 6 shuffles on it
+//   lanes16  epilogue.cuh's sinkhorn4_lanes: the shipped form on 16 lanes, lane 4 j + k holding
+//            c[j, k] (its sums as butterflies in the trees' order): the shipped bits (0 values may
+//            differ), with ~20 instructions an iteration for 6 shuffles on the chain
 // Standalone probe, from the repository root:
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I. -Iinclude -o /tmp/sk \
 //        bench/probes/sinkhorn_forms.cu && /tmp/sk
@@ -123,43 +120,6 @@ __device__ __forceinline__ void sinkhorn_quad(float (&c)[16], float eps) {
   }
 }
 
-// The shipped form on 16 lanes (lane 4 j + k holds c[j, k]; lanes 16-31 follow along on a copy).
-__device__ __forceinline__ float sinkhorn_lanes16(float x, float eps) {
-  const int lane = threadIdx.x & 31, row0 = lane & ~3;
-  {
-    // the row maximum in the shipped order (c[j, 0], then k = 1, 2, 3)
-    float v[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) v[k] = __shfl_sync(0xffffffffu, x, row0 + k);
-    float mx = v[0];
-#pragma unroll
-    for (int k = 1; k < 4; ++k) mx = (v[k] > mx || isnan(v[k])) ? v[k] : mx;
-    const float e = expf(x - mx);
-    float rs = e + __shfl_xor_sync(0xffffffffu, e, 1);
-    rs = rs + __shfl_xor_sync(0xffffffffu, rs, 2);
-    x = fmaf(e, fast_rcp(rs), eps);
-  }
-  {
-    float cs = x + __shfl_xor_sync(0xffffffffu, x, 4);  // iteration 0: the column step
-    cs = cs + __shfl_xor_sync(0xffffffffu, cs, 8);
-    x *= fast_rcp(cs + eps);
-  }
-  for (int it = 1; it < kIters; ++it) {
-    float rs = x + __shfl_xor_sync(0xffffffffu, x, 1);
-    rs = rs + __shfl_xor_sync(0xffffffffu, rs, 2);
-    const float s = rs + eps;                                      // s_j
-    const float s_pair = __shfl_xor_sync(0xffffffffu, s, 4);       // s_{j^1}
-    const float sp = s * s_pair;                                   // s01 (rows 0, 1) or s23 (rows 2, 3)
-    const float other = __shfl_xor_sync(0xffffffffu, sp, 8);       // the other pair's product
-    const float d_eps = (sp * other) * eps;
-    x *= s_pair * other;                                           // P_j
-    float cs = x + __shfl_xor_sync(0xffffffffu, x, 4);
-    cs = cs + __shfl_xor_sync(0xffffffffu, cs, 8);
-    x *= fast_rcp(cs + d_eps);
-  }
-  return x;
-}
-
 // The line-by-line form (session 8's shipped form; epilogue.cuh keeps it for N != 4 and a large eps).
 __device__ __forceinline__ void sinkhorn_lines(float (&c)[16], float eps) {
   sinkhorn_rows_softmax<4>(c, eps);
@@ -205,7 +165,7 @@ __global__ void run(const float* in, float* out, long long* cycles, int form) {
       const float x0 = in[cs * 16 + (lane & 15)];
       __syncwarp();
       const long long t0 = clock64();
-      const float x = sinkhorn_lanes16(x0, kEps);
+      const float x = sinkhorn4_lanes(x0, kIters, kEps);  // epilogue.cuh
       __syncwarp();
       dt = clock64() - t0;
       if (lane < 16) out[cs * 16 + lane] = x;

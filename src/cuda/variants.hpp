@@ -35,6 +35,8 @@ void n4_decode_chunk_run(const detail::Problem& p);
 bool n4_decode_box_supports(const detail::Problem& p);
 bool n4_decode_box_prefer(const detail::Problem& p);
 void n4_decode_box_run(const detail::Problem& p);
+// The same with the comb's Sinkhorn on 16 lanes of its warp (mixes_comb_lanes): the same bits.
+void n4_decode_box_lanes_run(const detail::Problem& p);
 // src/cuda/n4/staged.cu: the staged plan (post_kernel -> GEMM stage -> finalize_kernel ->
 // collapse_stream_kernel) for every op but post and pre_broadcast; the same bits as n4_run.
 bool n4_staged_supports(const detail::Problem& p);

@@ -1,12 +1,14 @@
 # Prepared in session 31 (no device was lent that session; not run): decode_box_kernel, the
 # one-launch decode variant whose chunk partials go through a poisoned workspace mailbox (no
-# arrival counter, no read-back of the new residual), as the explicit *.cuda_n4_decode_box rows,
-# against decode_chunk_kernel (what the dispatcher takes at T <= 16 today). Its tests come first,
+# arrival counter, no read-back of the new residual), as the explicit *.cuda_n4_decode_box rows
+# and, with the comb's Sinkhorn on 16 lanes of its warp (epilogue.cuh's sinkhorn4_lanes, the same
+# bits), the *.cuda_n4_decode_box_lanes rows, against decode_chunk_kernel (what the dispatcher
+# takes at T <= 16 today). Its tests come first,
 # each under a timeout: a partial that never arrives shows as a hung poll (rc 124), and the
 # sanitizers are skipped then.
 # Tree: `bash scripts/snap.sh .snap HEAD; cp <this file> .snap/call.sh`, carry [".deps", ".snap"]; run:
 #   cd .snap && OUT=/tmp/o MHC_S7_PREFILL='bash call.sh' bash scripts/device_session.sh prefill
-# About 5 minutes.
+# About 6 minutes.
 # Predicted (session 31's count, docs/performance-history.md): decode_chunk_kernel's handoff after
 # phase 1 is three dependent L2 round trips (the block barrier and the acq_rel arrival, whose
 # release waits for the block's stores; then the last block's loads of the partials and of the new
@@ -14,21 +16,26 @@
 # crosses blocks: post_pre normal_fold / shifted_fold -0.6 to -1.2 us at T = 1 (7.46 -> ~6.3-6.9 us
 # at H = 4096) and about as much at T = 16; pre and head alike. At H = 7168 the phase-2 block's
 # own post (3.5 vectors a thread) may come close to phase 1's length; if it outlasts it, the
-# gain there shrinks.
+# gain there shrinks. decode_box_lanes: the comb's chain (~185 cycles an iteration on one thread,
+# ~2 us) becomes ~20 instructions an iteration with 6 shuffles on the chain: if a shuffle costs
+# ~6-10 cycles, ~100-130 cycles an iteration, another -0.6 to -0.9 us at T = 1 where the chain
+# is phase 2's longer branch (every H once the collapse no longer reads its row after the
+# handoff); if a shuffle costs ~25 cycles, nothing (op_latency and sinkhorn_forms say which).
 grid() {  # the n4 grid cases of the modes given, at the H the decode kernels take
   local f="" m H
   for m in "$@"; do for H in 4096 5120 7168; do f="$f:Grid/GpuGrid.MatchesReference/${m}_n4_H$H"; done; done
   echo "${f#:}"
 }
-# 1. bits: decode_box against decode_chunk (GpuFamily with only those two), the replays and two
+# 1. bits: both decode_box forms against decode_chunk (GpuFamily with only those three, and the
+#    Sinkhorn's two forms: GpuSinkhorn), the replays and two
 #    streams (GpuDecode: decode_kernel, decode_chunk_kernel and decode_box_kernel), the reference
-export MHC_TEST_VARIANTS=cuda_n4_decode_chunk,cuda_n4_decode_box
+export MHC_TEST_VARIANTS=cuda_n4_decode_chunk,cuda_n4_decode_box,cuda_n4_decode_box_lanes
 run_t boxmix 60 'Modes/GpuFamily.*/mixes'
 ok=0; grep -q '^\[  PASSED  \] 1 test' "$OUT/r/t-boxmix.log" && ok=1
-run_t boxfam 120 'Modes/GpuFamily.*/pre_*:Modes/GpuFamily.*/post_pre_*:Modes/GpuFamily.*/head_learned*'
+run_t boxfam 150 'Modes/GpuFamily.*/pre_*:Modes/GpuFamily.*/post_pre_*:Modes/GpuFamily.*/head_learned*:GpuSinkhorn.*'
 unset MHC_TEST_VARIANTS
 run_t boxdecode 120 'Modes/GpuDecode.*'
-export MHC_TEST_VARIANTS=cuda_n4_decode_box
+export MHC_TEST_VARIANTS=cuda_n4_decode_box,cuda_n4_decode_box_lanes
 run_t boxgrid 120 "$(grid mixes pre_computed_norm post_pre_normal_norm post_pre_shifted_norm head_learned_norm)"
 run_t boxmodes 90 'Modes/GpuNanInf.*/post_pre_*:Modes/GpuDeterminism.*/post_pre_*:Modes/GpuBatch.*/post_pre_*:Modes/GpuGraph.*/post_pre_*'
 unset MHC_TEST_VARIANTS
@@ -36,9 +43,9 @@ unset MHC_TEST_VARIANTS
 # 2's longest branch; the new "quad" form takes the column step's 4 reciprocals from one
 nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I. -Iinclude -o /tmp/sk bench/probes/sinkhorn_forms.cu &&
   timeout 30 /tmp/sk | sed 's/^/[sinkhorn] /'
-# 2. the rows, decode_chunk against decode_box in the same process order, two rounds
+# 2. the rows, decode_chunk, decode_box and decode_box_lanes in the same process order, two rounds
 for round in 1 2; do
-  for v in decode_chunk decode_box; do
+  for v in decode_chunk decode_box decode_box_lanes; do
     timeout 50 "$BD/tools/mhc" bench --ops post_pre --modes normal_fold,shifted_fold --H 4096,5120,7168 --T 1,2,4,8,16 \
       --variant post_pre.cuda_n4_$v --budget-s 35 2>&1 | grep "^\[" | sed "s/^/[$v $round] /"
     timeout 15 "$BD/tools/mhc" bench --ops pre --modes normal_fold --H 4096,7168 --T 1,16 \
@@ -49,7 +56,7 @@ for round in 1 2; do
 done
 # 3. the three tools over decode_box_kernel (alone: T <= 16 of the grid cases), if its bits held
 if [ $ok = 1 ]; then
-  export MHC_TEST_VARIANTS=cuda_n4_decode_box
+  export MHC_TEST_VARIANTS=cuda_n4_decode_box,cuda_n4_decode_box_lanes
   S='Grid/GpuGrid.MatchesReference/post_pre_normal_norm_n4_H5120:Grid/GpuGrid.MatchesReference/post_pre_shifted_norm_n4_H4096:Grid/GpuGrid.MatchesReference/head_learned_norm_n4_H7168'
   san_t memcheck 60 "$S"
   san_t racecheck 90 "$S"

@@ -15,8 +15,9 @@
 //     collapse and fold from registers (collapse_loaded);
 //   - warps 8-11 poll the token's words of the mailbox until none is the poison, put the poison
 //     back, sum the partials in the canonical order (8 interleaved chunk groups, then the groups),
-//     and run the epilogue: warp 8 the comb's Sinkhorn chain, warp 9 the fresh pre (for the
-//     collapse) and the pre and post outputs.
+//     and run the epilogue: warp 8 the comb's Sinkhorn chain (kCombLanes: on 16 of its lanes,
+//     mixes_comb_lanes, the same bits; else on lane 0), warp 9 the fresh pre (for the collapse)
+//     and the pre and post outputs.
 // Why: decode_chunk_kernel's handoff is a chain of three L2 round trips after phase 1 (the
 // arrival's release and atomic, then the partials and the new residual read back); here the
 // partials' own stores are the signal (each float is stored once a launch and tested against the
@@ -168,7 +169,7 @@ __device__ __forceinline__ void box_row(const N4Params& p, int64_t t, uint4 (&r)
   }
 }
 
-template <bool kPost>
+template <bool kPost, bool kCombLanes>
 __global__ void __launch_bounds__(kThreads, 1) decode_box_kernel(const BoxDecodeParams d) {
   extern __shared__ __align__(16) unsigned char smem[];  // run_smem_bytes(1): phase 1's run
   __shared__ float s_part[kPartialSplit][kPartial];
@@ -239,6 +240,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_box_kernel(const BoxDecode
       float pre[kN];
       mixes_epilogue<kN>(epi, s_dot, s_dot[kRows], p.inv_k, t, pre, kEpiPrePost);
     }
+  } else if (w == kCombWarp && kCombLanes) {
+    mixes_comb_lanes(epi, s_dot, s_dot[kRows], p.inv_k, t);
   } else if (w == kCombWarp && lane == 0 && !p.epi.head) {
     float pre[kN];
     mixes_epilogue<kN>(epi, s_dot, s_dot[kRows], p.inv_k, t, pre, kEpiComb);
@@ -252,11 +255,13 @@ bool decode_box_supports(int64_t H, int64_t T, int num_sms) {
   return H % kSliceK == 0 && chunks <= kBoxMaxChunks && T >= 0 && T <= kBoxTokens && chunks + T <= num_sms;
 }
 
-void launch_decode_box_kernel(const N4Params& p, float* box, const LaunchCtx& ctx) {
+void launch_decode_box_kernel(const N4Params& p, float* box, bool comb_lanes, const LaunchCtx& ctx) {
   if (p.T <= 0) return;
   const BoxDecodeParams d{p, box};
-  launch_kernel(p.has_post ? decode_box_kernel<true> : decode_box_kernel<false>,
-                dim3(static_cast<unsigned>(p.chunks + p.T)), kThreads, static_cast<size_t>(run_smem_bytes(1)), ctx, d);
+  auto kernel = comb_lanes ? (p.has_post ? decode_box_kernel<true, true> : decode_box_kernel<false, true>)
+                           : (p.has_post ? decode_box_kernel<true, false> : decode_box_kernel<false, false>);
+  launch_kernel(kernel, dim3(static_cast<unsigned>(p.chunks + p.T)), kThreads, static_cast<size_t>(run_smem_bytes(1)),
+                ctx, d);
 }
 
 }  // namespace mhc::cuda::n4
@@ -265,6 +270,8 @@ void launch_decode_box_kernel(const N4Params& p, float* box, const LaunchCtx& ct
 // that every launched kernel is listed).
 #include "src/cuda/kernel_list.cuh"
 void mhc::cuda::n4::list_decode_box_kernels(KernelList& out) {
-  add_kernel(out, decode_box_kernel<false>, "n4::decode_box_kernel<false>");
-  add_kernel(out, decode_box_kernel<true>, "n4::decode_box_kernel<true> (post)");
+  add_kernel(out, decode_box_kernel<false, false>, "n4::decode_box_kernel<false, false>");
+  add_kernel(out, decode_box_kernel<true, false>, "n4::decode_box_kernel<true, false> (post)");
+  add_kernel(out, decode_box_kernel<false, true>, "n4::decode_box_kernel<false, true> (comb on 16 lanes)");
+  add_kernel(out, decode_box_kernel<true, true>, "n4::decode_box_kernel<true, true> (post, comb on 16 lanes)");
 }

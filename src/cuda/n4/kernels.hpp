@@ -87,8 +87,9 @@ bool decode_chunk_supports(int64_t H);
 /// decode_box_kernel (decode_box_kernel.cu): a whole op with a mixes stage (not pre_broadcast) in one
 /// launch of H / 128 + T blocks, the chunk partials through the mailbox `box` (kBoxTokens x
 /// kBoxMaxChunks x 25 floats, every float kBoxPoison between launches: the kernel leaves it so).
-/// One launch at a time per mailbox; the same bits as decode_chunk_kernel.
-void launch_decode_box_kernel(const N4Params& p, float* box, const LaunchCtx& ctx);
+/// One launch at a time per mailbox; the same bits as decode_chunk_kernel. comb_lanes: the comb's
+/// Sinkhorn on 16 lanes (mixes_comb_lanes) instead of one.
+void launch_decode_box_kernel(const N4Params& p, float* box, bool comb_lanes, const LaunchCtx& ctx);
 /// Its envelope: H <= 8192, T <= kBoxTokens, H / 128 + T <= num_sms (every block resident at once).
 bool decode_box_supports(int64_t H, int64_t T, int num_sms);
 /// Workspace bytes decode_kernel needs for `tokens` tokens at the largest H.

@@ -148,12 +148,18 @@ bool n4_decode_box_supports(const detail::Problem& p) {
 
 bool n4_decode_box_prefer(const detail::Problem&) { return false; }
 
-void n4_decode_box_run(const detail::Problem& p) {
-  MHC_CHECK(n4_decode_box_supports(p), detail::op_name(p.op), ": cuda_n4_decode_box does not support this call (T = ",
-            p.T, ", H = ", p.H, ")");
+namespace {
+void decode_box_run(const detail::Problem& p, bool comb_lanes) {
+  MHC_CHECK(n4_decode_box_supports(p), detail::op_name(p.op), ": cuda_n4_decode_box", comb_lanes ? "_lanes" : "",
+            " does not support this call (T = ", p.T, ", H = ", p.H, ")");
   if (p.T == 0) return;
-  launch_decode_box_kernel(n4_params(p), p.workspace->decode_box, launch_ctx(p));
+  launch_decode_box_kernel(n4_params(p), p.workspace->decode_box, comb_lanes, launch_ctx(p));
 }
+}  // namespace
+
+void n4_decode_box_run(const detail::Problem& p) { decode_box_run(p, false); }
+
+void n4_decode_box_lanes_run(const detail::Problem& p) { decode_box_run(p, true); }
 
 bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* gemm_rb, bool* post_bulk) {
   int device = 0;
