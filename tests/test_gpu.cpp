@@ -1122,8 +1122,9 @@ std::vector<int> decode_modes() {
 class GpuDecode : public testing::TestWithParam<int> {};
 
 // The one-launch decode variants under test here, each with the shapes it takes: decode_kernel
-// and decode_chunk_kernel (both keep workspace counters and scratch across calls), and
-// decode_box_kernel (its mailbox of partials, poisoned between calls).
+// and decode_chunk_kernel (both keep workspace counters and scratch across calls; the latter also
+// with the comb on 16 lanes), and decode_box_kernel (its mailbox of partials, poisoned between
+// calls).
 struct DecodeVariant {
   const char* suffix;
   std::vector<Shape> replay_shapes;
@@ -1133,6 +1134,7 @@ const std::vector<DecodeVariant>& decode_variants() {
   static const std::vector<DecodeVariant> v = {
       {"cuda_n4_decode", {{4, 4096, 1}, {4, 7168, 16}}, {4, 7168, 8}},
       {"cuda_n4_decode_chunk", {{4, 4096, 1}, {4, 7168, 16}, {4, 4096, 33}}, {4, 4096, 8}},
+      {"cuda_n4_decode_chunk_lanes", {{4, 4096, 1}, {4, 4096, 33}}, {4, 4096, 8}},
       {"cuda_n4_decode_box", {{4, 4096, 1}, {4, 7168, 16}, {4, 5120, 3}}, {4, 7168, 8}},
       {"cuda_n4_decode_box_lanes", {{4, 4096, 1}, {4, 7168, 16}}, {4, 4096, 8}},
   };

@@ -30,6 +30,7 @@ std::vector<Variant> cuda_variants() {
       "decode_box_kernel (one launch: a block per chunk forms the post and stores the chunk partials into a "
       "poisoned mailbox; a block per token forms its new residual itself, polls the partials, collapses and runs "
       "the epilogue)";
+  constexpr const char* kDecodeChunkLanesPlan = "decode_chunk_kernel with the comb's Sinkhorn on 16 lanes of a warp";
   constexpr const char* kDecodeBoxLanesPlan = "decode_box_kernel with the comb's Sinkhorn on 16 lanes of a warp";
   constexpr const char* kDecodePlan =
       "decode_kernel (one launch: unit blocks form the post and the dots, then one block per token the "
@@ -38,12 +39,15 @@ std::vector<Variant> cuda_variants() {
   auto decode_chunk = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kN4DecodeChunk, n4_decode_chunk_supports, n4_decode_chunk_run, kDecodeChunkPlan, "n4", n4_decode_chunk_prefer};
   };
-  // explicit until measured: its prefer() declines every call
+  // explicit until measured: their prefer() declines every call
+  auto decode_chunk_lanes = [&](const char* id, Op op) {
+    return Variant{id, op, DeviceType::kCUDA, kN4DecodeChunk, n4_decode_chunk_supports, n4_decode_chunk_lanes_run, kDecodeChunkLanesPlan, "n4", n4_explicit_only};
+  };
   auto decode_box = [&](const char* id, Op op) {
-    return Variant{id, op, DeviceType::kCUDA, kN4DecodeBox, n4_decode_box_supports, n4_decode_box_run, kDecodeBoxPlan, "n4", n4_decode_box_prefer};
+    return Variant{id, op, DeviceType::kCUDA, kN4DecodeBox, n4_decode_box_supports, n4_decode_box_run, kDecodeBoxPlan, "n4", n4_explicit_only};
   };
   auto decode_box_lanes = [&](const char* id, Op op) {
-    return Variant{id, op, DeviceType::kCUDA, kN4DecodeBox, n4_decode_box_supports, n4_decode_box_lanes_run, kDecodeBoxLanesPlan, "n4", n4_decode_box_prefer};
+    return Variant{id, op, DeviceType::kCUDA, kN4DecodeBox, n4_decode_box_supports, n4_decode_box_lanes_run, kDecodeBoxLanesPlan, "n4", n4_explicit_only};
   };
   auto decode = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4", n4_decode_prefer};
@@ -55,6 +59,7 @@ std::vector<Variant> cuda_variants() {
       // mixes
       decode_chunk("mixes.cuda_n4_decode_chunk", Op::kMixes),
       decode("mixes.cuda_n4_decode", Op::kMixes),
+      decode_chunk_lanes("mixes.cuda_n4_decode_chunk_lanes", Op::kMixes),
       decode_box("mixes.cuda_n4_decode_box", Op::kMixes),
       decode_box_lanes("mixes.cuda_n4_decode_box_lanes", Op::kMixes),
       {"mixes.cuda_n4_staged", Op::kMixes, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel (gemm_group_kernel from 4096 tokens a slice) -> finalize_kernel", "n4", n4_staged_prefer},
@@ -70,6 +75,7 @@ std::vector<Variant> cuda_variants() {
       // pre
       decode_chunk("pre.cuda_n4_decode_chunk", Op::kPre),
       decode("pre.cuda_n4_decode", Op::kPre),
+      decode_chunk_lanes("pre.cuda_n4_decode_chunk_lanes", Op::kPre),
       decode_box("pre.cuda_n4_decode_box", Op::kPre),
       decode_box_lanes("pre.cuda_n4_decode_box_lanes", Op::kPre),
       {"pre.cuda_n4_staged", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel (gemm_group_kernel from 4096 tokens a slice) -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
@@ -98,6 +104,7 @@ std::vector<Variant> cuda_variants() {
       // post_pre
       decode_chunk("post_pre.cuda_n4_decode_chunk", Op::kPostPre),
       decode("post_pre.cuda_n4_decode", Op::kPostPre),
+      decode_chunk_lanes("post_pre.cuda_n4_decode_chunk_lanes", Op::kPostPre),
       decode_box("post_pre.cuda_n4_decode_box", Op::kPostPre),
       decode_box_lanes("post_pre.cuda_n4_decode_box_lanes", Op::kPostPre),
       {"post_pre.cuda_n4_staged", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "post_kernel -> gemm_kernel (gemm_group_kernel from 4096 tokens a slice) -> finalize_kernel -> collapse_stream_kernel; shifted mode: collapse_stream_kernel's post mode (post and collapse in one pass) -> GEMM -> finalize_kernel", "n4", n4_staged_prefer_post_pre},
@@ -108,6 +115,7 @@ std::vector<Variant> cuda_variants() {
       // head
       decode_chunk("head.cuda_n4_decode_chunk", Op::kHead),
       decode("head.cuda_n4_decode", Op::kHead),
+      decode_chunk_lanes("head.cuda_n4_decode_chunk_lanes", Op::kHead),
       decode_box("head.cuda_n4_decode_box", Op::kHead),
       decode_box_lanes("head.cuda_n4_decode_box_lanes", Op::kHead),
       {"head.cuda_n4_staged", Op::kHead, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel (gemm_group_kernel from 4096 tokens a slice) -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},

@@ -7,6 +7,9 @@
 # carry [".deps", ".snap"]; run:
 #   cd .snap && OUT=/tmp/o MHC_S7_PREFILL='bash call.sh' bash scripts/device_session.sh record step prefill
 # About 8.5 minutes (record ~130 s, step ~20 s, then the lines below).
+# Sessions 30-31's explicit variants (staged_rb, decode_chunk_lanes, decode_box, decode_box_lanes) are left
+# out of the suites here: they have calls of their own, and this call checks the default path.
+export MHC_TEST_VARIANTS=-cuda_n4_staged_rb,cuda_n4_decode_chunk_lanes,cuda_n4_decode_box,cuda_n4_decode_box_lanes
 M='*/post_pre_normal*:*/pre_computed*:*/pre_broadcast_computed*:*/head_learned*'
 # the epilogue chain's instruction latencies (#15: is MUFU or FP32 issue what makes the
 # Sinkhorn's ~76-instruction iteration take ~185 cycles?)

@@ -79,7 +79,9 @@ void launch_decode_kernel(const N4Params& p, float* scratch, uint32_t* counters,
 /// H / 128 x ceil(T / 16) blocks (a block per (chunk, 16 tokens); the last min(T, blocks) to finish
 /// phase 1 run phase 2),
 /// H <= 8192 (decode_chunk_supports). scratch and counters as decode_kernel; the same bits.
-void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* counters, const LaunchCtx& ctx);
+/// comb_lanes: the comb's Sinkhorn on 16 lanes (mixes_comb_lanes) instead of one.
+void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* counters, const LaunchCtx& ctx,
+                                bool comb_lanes = false);
 /// Allows decode_chunk_kernel its dynamic shared memory (91 KB for a run of 4 groups) on
 /// `device`; false where the device's opt-in limit is smaller.
 bool configure_decode_chunk_kernel(int device);

@@ -134,19 +134,26 @@ bool n4_decode_chunk_prefer(const detail::Problem& p) {
 bool n4_decode_prefer(const detail::Problem& p) { return !decode_chunk_supports(p.H); }
 
 
-void n4_decode_chunk_run(const detail::Problem& p) {
-  MHC_CHECK(n4_decode_chunk_supports(p), detail::op_name(p.op), ": cuda_n4_decode_chunk does not support this call");
+namespace {
+void decode_chunk_run(const detail::Problem& p, bool comb_lanes) {
+  MHC_CHECK(n4_decode_chunk_supports(p), detail::op_name(p.op), ": cuda_n4_decode_chunk", comb_lanes ? "_lanes" : "",
+            " does not support this call");
   if (p.T == 0) return;
   launch_decode_chunk_kernel(n4_params(p), static_cast<float*>(p.workspace->scratch), p.workspace->decode_counters,
-                             launch_ctx(p));
+                             launch_ctx(p), comb_lanes);
 }
+}  // namespace
+
+void n4_decode_chunk_run(const detail::Problem& p) { decode_chunk_run(p, false); }
+
+void n4_decode_chunk_lanes_run(const detail::Problem& p) { decode_chunk_run(p, true); }
 
 bool n4_decode_box_supports(const detail::Problem& p) {
   return n4_decode_supports(p) && p.op != detail::Op::kPreBroadcast && p.workspace->decode_box != nullptr &&
          decode_box_supports(p.H, p.T, p.workspace->num_sms);
 }
 
-bool n4_decode_box_prefer(const detail::Problem&) { return false; }
+bool n4_explicit_only(const detail::Problem&) { return false; }
 
 namespace {
 void decode_box_run(const detail::Problem& p, bool comb_lanes) {
