@@ -44,7 +44,8 @@ const char* kRunFooter =
     "Exit status: 0 success, 1 failure, 2 bad command line, 3 GPU/CPU mismatch.\n";
 
 // `--graph-step`: the whole-model decode figure (tools/decode_step.cpp).
-int run_graph_step(const std::string& model_name, long long layers, long long seed, const std::string& list) {
+int run_graph_step(const std::string& model_name, long long layers, long long seed, const std::string& list,
+                   const std::string& family) {
 #ifdef MHC_WITH_CUDA
   MHC_CHECK(cuda_available(), "--graph-step: no CUDA device is visible");
   const ModelPreset& preset = model_preset(model_name);
@@ -66,15 +67,18 @@ int run_graph_step(const std::string& model_name, long long layers, long long se
   std::printf("mhc run --graph-step: %s, %d layers: pre_broadcast, %d post_pre, post, head per step "
               "(sublayers left out), one CUDA graph, median of 50 replays\n",
               preset.name.c_str(), L, 2 * L - 1);
-  for (const tools::DecodeStepRow& r : tools::time_decode_step(model, tokens, 50)) {
+  for (const tools::DecodeStepRow& r : tools::time_decode_step(model, tokens, 50, family)) {
     std::printf("  T=%-5lld %9.1f us per step (p10 %.1f, p90 %.1f), %6.2f us per op, %lld ops, %lld kernels, "
-                "post_pre variant %s\n",
+                "post_pre variant %s%s%s\n",
                 static_cast<long long>(r.T), r.step_us, r.p10_us, r.p90_us, r.step_us / static_cast<double>(r.ops),
-                static_cast<long long>(r.ops), static_cast<long long>(r.graph_nodes), r.boundary_variant.c_str());
+                static_cast<long long>(r.ops), static_cast<long long>(r.graph_nodes), r.boundary_variant.c_str(),
+                r.forced.empty() ? "" : ", forced: ", r.forced.c_str());
     std::printf("{\"kind\": \"decode_step\", \"model\": \"%s\", \"layers\": %d, \"T\": %lld, \"step_us\": %.2f, "
-                "\"p10_us\": %.2f, \"p90_us\": %.2f, \"ops\": %lld, \"graph_nodes\": %lld, \"variant\": \"%s\"}\n",
+                "\"p10_us\": %.2f, \"p90_us\": %.2f, \"ops\": %lld, \"graph_nodes\": %lld, \"variant\": \"%s\", "
+                "\"forced\": \"%s\"}\n",
                 preset.name.c_str(), L, static_cast<long long>(r.T), r.step_us, r.p10_us, r.p90_us,
-                static_cast<long long>(r.ops), static_cast<long long>(r.graph_nodes), r.boundary_variant.c_str());
+                static_cast<long long>(r.ops), static_cast<long long>(r.graph_nodes), r.boundary_variant.c_str(),
+                r.forced.c_str());
   }
   return 0;
 #else
@@ -82,6 +86,7 @@ int run_graph_step(const std::string& model_name, long long layers, long long se
   (void)layers;
   (void)seed;
   (void)list;
+  (void)family;
   MHC_FAIL("--graph-step: this build has no CUDA backend");
 #endif
 }
@@ -105,7 +110,9 @@ int cmd_run(const RunOptions& o) {
   const long long seed = static_cast<long long>(o.seed);
   const std::string device_arg = o.device.empty() ? (cuda_available() ? "cuda" : "cpu") : o.device;
   const std::string& family = o.family;
-  if (!o.graph_step.empty()) return run_graph_step(model_name, layers_given ? layers : -1, seed, o.graph_step);
+  if (!o.graph_step.empty()) {
+    return run_graph_step(model_name, layers_given ? layers : -1, seed, o.graph_step, family);
+  }
   const Device device{device_arg == "cuda" ? DeviceType::kCUDA : DeviceType::kCPU, 0};
   MHC_CHECK(device.type == DeviceType::kCPU || cuda_available(),
             "--device cuda: no CUDA device is visible, or this build has no CUDA backend");
@@ -235,7 +242,8 @@ Action setup_run(CLI::App& app) {
       ->check(CLI::Range(0ULL, static_cast<unsigned long long>(std::numeric_limits<long long>::max())));
   app.add_option("--family", o->family,
                  "force every operator's variant <op>.F (e.g. cuda_generic, cuda_n4, cpu_ref; `mhc variants` lists "
-                 "them); default: the dispatcher's choice")
+                 "them); default: the dispatcher's choice. With --graph-step: each operator of the step that has "
+                 "<op>.F runs it, the others the dispatcher's choice (e.g. cuda_n4_decode_box_lanes)")
       ->type_name("F");
   app.add_option("--graph-step", o->graph_step,
                  "CUDA only: instead of the checked run, time the mHC path of one decode step of the model "

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -63,8 +64,24 @@ PreparedWeights prepare_block(const HostBlock& b, const Config& c, bool head, De
 
 }  // namespace
 
-std::vector<DecodeStepRow> time_decode_step(const HostModel& model, const std::vector<int64_t>& tokens, int replays) {
+std::vector<DecodeStepRow> time_decode_step(const HostModel& model, const std::vector<int64_t>& tokens, int replays,
+                                            const std::string& family) {
   const Device dev{DeviceType::kCUDA, 0};
+  // The forced variant ids, by op: <op>.family where the variant list has it.
+  std::map<std::string, std::string> forced;
+  std::string forced_ops;
+  if (!family.empty()) {
+    for (const char* op : {"pre_broadcast", "post_pre", "post", "head"}) {
+      const std::string id = std::string(op) + "." + family;
+      for (const VariantInfo& v : list_variants()) {
+        if (v.id != id) continue;
+        forced[op] = id;
+        forced_ops += (forced_ops.empty() ? "" : ",") + std::string(op);
+      }
+    }
+    MHC_CHECK(!forced.empty(), "--family ", family, ": no operator of the decode step has a variant <op>.", family,
+              " (mhc variants lists them)");
+  }
   const Config& c = model.config;
   const int64_t n = c.n, H = c.H;
   const int boundaries = 2 * model.layers;  // boundary 0 is layer 0's pre_broadcast
@@ -100,6 +117,12 @@ std::vector<DecodeStepRow> time_decode_step(const HostModel& model, const std::v
     Exec ex;
     ex.stream = stream;
     ex.workspace = &ws;
+    auto exec_for = [&](const char* op) {
+      Exec e = ex;
+      const auto it = forced.find(op);
+      if (it != forced.end()) e.variant = it->second.c_str();
+      return e;
+    };
     auto bf = [&](void* p, std::initializer_list<int64_t> s) { return make_view(p, DType::kBFloat16, s, dev); };
     auto f32 = [&](void* p, std::initializer_list<int64_t> s) { return make_view(p, DType::kFloat32, s, dev); };
     std::string boundary_variant;
@@ -115,7 +138,7 @@ std::vector<DecodeStepRow> time_decode_step(const HostModel& model, const std::v
       a.post_mix = f32(post_m[0].ptr, {T, n});
       a.comb_mix = f32(comb_m[0].ptr, {T, n, n});
       if (shifted) a.pre_mix_out = f32(pre_m[0].ptr, {T, n});
-      a.exec = ex;
+      a.exec = exec_for("pre_broadcast");
       pre_broadcast(a);
       for (int b = 1; b < boundaries; ++b) {
         const int in = (b - 1) & 1, o = b & 1;
@@ -136,7 +159,7 @@ std::vector<DecodeStepRow> time_decode_step(const HostModel& model, const std::v
         p.layer_input = bf(li[o].ptr, {T, H});
         p.post_mix_out = f32(post_m[o].ptr, {T, n});
         p.comb_mix_out = f32(comb_m[o].ptr, {T, n, n});
-        p.exec = ex;
+        p.exec = exec_for("post_pre");
         if (b == 2 && boundary_variant.empty()) boundary_variant = selected_variant(p);
         post_pre(p);
       }
@@ -148,7 +171,7 @@ std::vector<DecodeStepRow> time_decode_step(const HostModel& model, const std::v
       q.post_mix = f32(post_m[last].ptr, {T, n});
       q.comb_mix = f32(comb_m[last].ptr, {T, n, n});
       q.residual_out = bf(res[fin].ptr, {T, n, H});
-      q.exec = ex;
+      q.exec = exec_for("post");
       post(q);
       HeadArgs h;
       h.config = c;
@@ -158,7 +181,7 @@ std::vector<DecodeStepRow> time_decode_step(const HostModel& model, const std::v
       if (model.head == HeadKind::kCarried) h.pre_mix_in = f32(pre_m[last].ptr, {T, n});
       h.rmsnorm_weight = bf(final_norm.ptr, {H});
       h.output = bf(out.ptr, {T, H});
-      h.exec = ex;
+      h.exec = exec_for("head");
       head(h);
     };
     step();  // eager once: every input of the graph is defined
@@ -194,6 +217,7 @@ std::vector<DecodeStepRow> time_decode_step(const HostModel& model, const std::v
     row.p10_us = ms[ms.size() / 10] * 1e3;
     row.p90_us = ms[ms.size() * 9 / 10] * 1e3;
     row.boundary_variant = boundary_variant;
+    row.forced = forced_ops;
     rows.push_back(row);
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
