@@ -22,8 +22,9 @@
 //            dependent FMULs; q_k stays within ~[1e-3, 3e2], so the product of 4 is far inside
 //            fp32's range
 //   lanes16  epilogue.cuh's sinkhorn4_lanes: the shipped form on 16 lanes, lane 4 j + k holding
-//            c[j, k] (its sums as butterflies in the trees' order): the shipped bits (0 values may
-//            differ), with ~20 instructions an iteration for 6 shuffles on the chain
+//            c[j, k] (its sums as butterflies in the trees' order): the shipped bits (the count of
+//            values that differ from shipped should be 0), with ~20 instructions an iteration for 6
+//            shuffles on the chain
 // Standalone probe, from the repository root:
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I. -Iinclude -o /tmp/sk \
 //        bench/probes/sinkhorn_forms.cu && /tmp/sk

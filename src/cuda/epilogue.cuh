@@ -129,8 +129,8 @@ __device__ __forceinline__ void sinkhorn(float (&c)[N * N], int iters, float eps
 /// column's xor 4, 8, which form tree_sum's (x0 + x1) + (x2 + x3) up to the order of an
 /// addition's two operands; the products form's s_{j^1} and other-pair product come by xor 4 and
 /// xor 8; the row maximum from 4 indexed shuffles in the one-thread order. So the bits are
-/// sinkhorn<4>'s (bench/probes/sinkhorn_forms.cu, form lanes16, compares them), with about 17
-/// instructions an iteration on the chain for 6 shuffles, against about 76 on one thread.
+/// sinkhorn<4>'s (bench/probes/sinkhorn_forms.cu, form lanes16, compares them), with about 20
+/// instructions an iteration (6 of them shuffles), against about 75 on one thread.
 __device__ __forceinline__ float sinkhorn4_lanes(float x, int iters, float eps) {
   const int row0 = static_cast<int>(threadIdx.x) & 12;  // the lane of c[j, 0]
   auto add_xor = [](float v, int m) { return v + __shfl_xor_sync(0xffffffffu, v, m); };

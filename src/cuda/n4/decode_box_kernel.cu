@@ -75,13 +75,7 @@ __device__ __forceinline__ void box_phase1(const BoxDecodeParams& d, int c, unsi
   const RunRows rows{0, static_cast<int>(p.T), c};
   phase1_run<kPost, false>(
       p, rows, 1,
-      [&](int, uint2(&bg)[3][kMmaSteps]) {
-#pragma unroll
-        for (int part = 0; part < 3; ++part) {
-#pragma unroll
-          for (int ks = 0; ks < kMmaSteps; ++ks) bg[part][ks] = b[part][ks];
-        }
-      },
+      same_fragments(b),
       smem, [&](int tl, int r, float v) { st_relaxed_gpu(d.box + (static_cast<int64_t>(tl) * p.chunks + c) * kPartial + r, v); });
 }
 

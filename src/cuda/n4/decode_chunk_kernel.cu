@@ -115,13 +115,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
     const RunRows rows{first, static_cast<int>(left < groups * kGroup ? left : groups * kGroup), c};
     phase1_run<kPost, kStaged>(
         p, rows, groups,
-        [&](int, uint2(&bg)[3][kMmaSteps]) {
-#pragma unroll
-          for (int part = 0; part < 3; ++part) {
-#pragma unroll
-            for (int ks = 0; ks < kMmaSteps; ++ks) bg[part][ks] = b[part][ks];
-          }
-        },
+        same_fragments(b),
         smem,
         [&](int tl, int r, float v) { d.dp[((first + tl) * p.chunks + c) * kPartial + r] = v; });
   }
@@ -193,6 +187,14 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
   }
 }
 
+
+// The instantiation for a call: post or not, staged runs or not.
+template <bool kCombLanes>
+auto chunk_kernel(bool post, bool staged) {
+  return post ? (staged ? decode_chunk_kernel<true, true, kCombLanes> : decode_chunk_kernel<true, false, kCombLanes>)
+              : (staged ? decode_chunk_kernel<false, true, kCombLanes> : decode_chunk_kernel<false, false, kCombLanes>);
+}
+
 }  // namespace
 
 bool decode_chunk_supports(int64_t H) { return H <= kMaxDecodeH; }
@@ -222,13 +224,7 @@ void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* cou
 #endif
   // The staged phase 1 only where a block has several groups (see chunk_run).
   const bool staged = d.run > 1;
-  auto kernel = p.has_post ? (staged ? decode_chunk_kernel<true, true> : decode_chunk_kernel<true, false>)
-                            : (staged ? decode_chunk_kernel<false, true> : decode_chunk_kernel<false, false>);
-  if (comb_lanes) {
-    kernel = p.has_post ? (staged ? decode_chunk_kernel<true, true, true> : decode_chunk_kernel<true, false, true>)
-                        : (staged ? decode_chunk_kernel<false, true, true> : decode_chunk_kernel<false, false, true>);
-  }
-  launch_kernel(kernel, dim3(static_cast<unsigned>(d.blocks)), kThreads, static_cast<size_t>(run_smem_bytes(d.run)), ctx, d);
+  launch_kernel(comb_lanes ? chunk_kernel<true>(p.has_post, staged) : chunk_kernel<false>(p.has_post, staged), dim3(static_cast<unsigned>(d.blocks)), kThreads, static_cast<size_t>(run_smem_bytes(d.run)), ctx, d);
 }
 
 bool configure_decode_chunk_kernel(int device) {

@@ -225,6 +225,18 @@ __device__ __forceinline__ void phase1_run(const N4Params& p, const Rows& rows, 
   }
 }
 
+/// phase1_run's BFrag for a block whose groups all belong to one chunk: every group gets the
+/// fragments b the warp loaded once (load_warp_fragments).
+__device__ __forceinline__ auto same_fragments(const uint2 (&b)[3][kMmaSteps]) {
+  return [&b](int, uint2(&bg)[3][kMmaSteps]) {
+#pragma unroll
+    for (int part = 0; part < 3; ++part) {
+#pragma unroll
+      for (int ks = 0; ks < kMmaSteps; ++ks) bg[part][ks] = b[part][ks];
+    }
+  };
+}
+
 /// The B fragments of warp (j, blk) for chunk c: the hi, mid, lo n-tiles of row block blk of stream
 /// j over the 8 k16 steps (weights: callers load them before pdl_wait).
 __device__ __forceinline__ void load_warp_fragments(const N4Params& p, int c, uint2 (&b)[3][kMmaSteps]) {
