@@ -8,6 +8,11 @@
 //   form 0: no named barrier (the control)
 //   form 1: warps 0..7 meet at bar.sync 1, 256 once per iteration
 //   form 2: form 1, and lane 0 of warp 9 runs a long serial chain on its copy (the epilogue)
+// and, in a second kernel, decode_box_kernel's hand-over of the pre (session 32): lane 0 of warp 9
+// writes 4 floats after a serial chain, the warp arrives at named barrier 2 of 288 threads
+// (bar.arrive), warps 0..7 wait there (bar.sync) and read them; one pass a block, race-free:
+//   form 3: the producer warp arrives (bar.arrive, decode_box_kernel's form)
+//   form 4: the producer warp waits too (bar.sync: the control)
 // Standalone, from the repository root:
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -o /tmp/rc bench/probes/racecheck_named_barriers.cu
 //   compute-sanitizer --tool racecheck /tmp/rc 0 ; compute-sanitizer --tool racecheck /tmp/rc 1
@@ -40,10 +45,42 @@ __global__ void pattern(float* out, int iters, int form) {
   if (w == 9 && lane == 0) out[blockIdx.x] = acc;
 }
 
+__global__ void handoff(float* out, int form) {
+  __shared__ float s_pre[4];
+  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+  if (w == 9) {
+    if (lane == 0) {
+      float x = static_cast<float>(blockIdx.x);
+      for (int i = 0; i < 2000; ++i) x = fmaf(x, 0.999f, 0.001f);
+      for (int j = 0; j < 4; ++j) s_pre[j] = static_cast<float>(blockIdx.x + j) + (x - x);
+    }
+    __syncwarp();
+    if (form == 3) {
+      asm volatile("bar.arrive 2, 288;" ::: "memory");
+    } else {
+      asm volatile("bar.sync 2, 288;" ::: "memory");
+    }
+  } else if (w < 8) {
+    asm volatile("bar.sync 2, 288;" ::: "memory");
+    float sum = 0.0f;
+    for (int j = 0; j < 4; ++j) sum += s_pre[j];
+    if (tid == 0) out[blockIdx.x] = sum;
+  }
+}
+
 int main(int argc, char** argv) {
   const int form = argc > 1 ? std::atoi(argv[1]) : 0;
   float* out = nullptr;
   cudaMalloc(&out, 4 * sizeof(float));
+  if (form >= 3) {
+    handoff<<<4, 384>>>(out, form);
+    float h[4] = {};
+    const cudaError_t err = cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost);
+    // Block b sums b + 0 .. b + 3: 4 b + 6.
+    std::printf("form %d: %s, block sums %g %g %g %g (expected 6 10 14 18)\n", form, cudaGetErrorString(err), h[0],
+                h[1], h[2], h[3]);
+    return err == cudaSuccess && h[0] == 6.0f && h[3] == 18.0f ? 0 : 1;
+  }
   pattern<<<4, 384>>>(out, 3, form);
   float h[4] = {};
   const cudaError_t err = cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost);
