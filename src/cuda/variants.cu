@@ -39,7 +39,7 @@ std::vector<Variant> cuda_variants() {
   auto decode_chunk = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kN4DecodeChunk, n4_decode_chunk_supports, n4_decode_chunk_run, kDecodeChunkPlan, "n4", n4_decode_chunk_prefer};
   };
-  // explicit until measured: their prefer() declines every call
+  // explicit only, their prefer() declining every call: slower than decode_chunk at T = 1 (docs/performance.md)
   auto decode_chunk_lanes = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kN4DecodeChunk, n4_decode_chunk_supports, n4_decode_chunk_lanes_run, kDecodeChunkLanesPlan, "n4", n4_explicit_only};
   };
