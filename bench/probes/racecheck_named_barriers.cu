@@ -13,6 +13,9 @@
 // (bar.arrive), warps 0..7 wait there (bar.sync) and read them; one pass a block, race-free:
 //   form 3: the producer warp arrives (bar.arrive, decode_box_kernel's form)
 //   form 4: the producer warp waits too (bar.sync: the control)
+//   form 5: form 3, and warps 8..11 first meet twice at bar.sync 3, 128 (decode_box_kernel's poll of
+//           the mailbox) and warps 0..7 after their read at bar.sync 1, 256 (the fold's block_sum),
+//           after a __syncthreads of the whole block (the weights' barrier)
 // Standalone, from the repository root:
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -o /tmp/rc bench/probes/racecheck_named_barriers.cu
 //   compute-sanitizer --tool racecheck /tmp/rc 0 ; compute-sanitizer --tool racecheck /tmp/rc 1
@@ -47,7 +50,13 @@ __global__ void pattern(float* out, int iters, int form) {
 
 __global__ void handoff(float* out, int form) {
   __shared__ float s_pre[4];
+  __shared__ float s_sum[8];
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+  if (form == 5) __syncthreads();
+  if (form == 5 && w >= 8) {
+    asm volatile("bar.sync 3, 128;" ::: "memory");
+    asm volatile("bar.sync 3, 128;" ::: "memory");
+  }
   if (w == 9) {
     if (lane == 0) {
       float x = static_cast<float>(blockIdx.x);
@@ -55,7 +64,7 @@ __global__ void handoff(float* out, int form) {
       for (int j = 0; j < 4; ++j) s_pre[j] = static_cast<float>(blockIdx.x + j) + (x - x);
     }
     __syncwarp();
-    if (form == 3) {
+    if (form == 3 || form == 5) {
       asm volatile("bar.arrive 2, 288;" ::: "memory");
     } else {
       asm volatile("bar.sync 2, 288;" ::: "memory");
@@ -64,6 +73,11 @@ __global__ void handoff(float* out, int form) {
     asm volatile("bar.sync 2, 288;" ::: "memory");
     float sum = 0.0f;
     for (int j = 0; j < 4; ++j) sum += s_pre[j];
+    if (form == 5) {
+      if (lane == 0) s_sum[w] = sum;
+      asm volatile("bar.sync 1, 256;" ::: "memory");
+      sum = s_sum[(w + 1) & 7];
+    }
     if (tid == 0) out[blockIdx.x] = sum;
   }
 }
