@@ -39,7 +39,8 @@ std::vector<Variant> cuda_variants() {
   auto decode_chunk = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kN4DecodeChunk, n4_decode_chunk_supports, n4_decode_chunk_run, kDecodeChunkPlan, "n4", n4_decode_chunk_prefer};
   };
-  // explicit only, their prefer() declining every call: slower than decode_chunk at T = 1 (docs/performance.md)
+  // explicit only, their prefer() declining every call: decode_box is slower than decode_chunk at T = 1, and the
+  // comb on 16 lanes slower than on one thread (measured in decode_box; docs/performance.md)
   auto decode_chunk_lanes = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kN4DecodeChunk, n4_decode_chunk_supports, n4_decode_chunk_lanes_run, kDecodeChunkLanesPlan, "n4", n4_explicit_only};
   };
