@@ -1122,9 +1122,7 @@ std::vector<int> decode_modes() {
 class GpuDecode : public testing::TestWithParam<int> {};
 
 // The one-launch decode variants under test here, each with the shapes it takes: decode_kernel
-// and decode_chunk_kernel (both keep workspace counters and scratch across calls; the latter also
-// with the comb on 16 lanes), and decode_box_kernel (its mailbox of partials, poisoned between
-// calls).
+// and decode_chunk_kernel (both keep workspace counters and scratch across calls).
 struct DecodeVariant {
   const char* suffix;
   std::vector<Shape> replay_shapes;
@@ -1136,9 +1134,6 @@ const std::vector<DecodeVariant>& decode_variants() {
       // 7168 x 128: more tokens than phase-1 blocks (112), so phase-2 blocks serve two tokens or
       // (decode-extra-blocks.patch, session 33) phase-2-only blocks join them
       {"cuda_n4_decode_chunk", {{4, 4096, 1}, {4, 7168, 16}, {4, 4096, 33}, {4, 7168, 128}}, {4, 4096, 8}},
-      {"cuda_n4_decode_chunk_lanes", {{4, 4096, 1}, {4, 4096, 33}}, {4, 4096, 8}},
-      {"cuda_n4_decode_box", {{4, 4096, 1}, {4, 7168, 16}, {4, 5120, 3}}, {4, 7168, 8}},
-      {"cuda_n4_decode_box_lanes", {{4, 4096, 1}, {4, 7168, 16}}, {4, 4096, 8}},
   };
   return v;
 }

@@ -243,7 +243,7 @@ Action setup_run(CLI::App& app) {
   app.add_option("--family", o->family,
                  "force every operator's variant <op>.F (e.g. cuda_generic, cuda_n4, cpu_ref; `mhc variants` lists "
                  "them); default: the dispatcher's choice. With --graph-step: each operator of the step that has "
-                 "<op>.F runs it, the others the dispatcher's choice (e.g. cuda_n4_decode_box_lanes)")
+                 "<op>.F runs it, the others the dispatcher's choice (e.g. cuda_n4_decode)")
       ->type_name("F");
   app.add_option("--graph-step", o->graph_step,
                  "CUDA only: instead of the checked run, time the mHC path of one decode step of the model "

@@ -8,13 +8,14 @@
 //   form 0: no named barrier (the control)
 //   form 1: warps 0..7 meet at bar.sync 1, 256 once per iteration
 //   form 2: form 1, and lane 0 of warp 9 runs a long serial chain on its copy (the epilogue)
-// and, in a second kernel, decode_box_kernel's hand-over of the pre (session 32): lane 0 of warp 9
+// and, in a second kernel, a producer-consumer hand-over through a named barrier (the form of the
+// since removed decode_box_kernel's pre): lane 0 of warp 9
 // writes 4 floats after a serial chain, the warp arrives at named barrier 2 of 288 threads
 // (bar.arrive), warps 0..7 wait there (bar.sync) and read them; one pass a block, race-free:
-//   form 3: the producer warp arrives (bar.arrive, decode_box_kernel's form)
+//   form 3: the producer warp arrives (bar.arrive)
 //   form 4: the producer warp waits too (bar.sync: the control)
-//   form 5: form 3, and warps 8..11 first meet twice at bar.sync 3, 128 (decode_box_kernel's poll of
-//           the mailbox) and warps 0..7 after their read at bar.sync 1, 256 (the fold's block_sum),
+//   form 5: form 3, and warps 8..11 first meet twice at bar.sync 3, 128 (a poll of a mailbox)
+//           and warps 0..7 after their read at bar.sync 1, 256 (the fold's block_sum),
 //           after a __syncthreads of the whole block (the weights' barrier)
 // Standalone, from the repository root:
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -o /tmp/rc bench/probes/racecheck_named_barriers.cu

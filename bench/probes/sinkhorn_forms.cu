@@ -21,10 +21,6 @@
 //            its pipe even with one lane active, if the pipe is narrower than the warp), for 2 more
 //            dependent FMULs; q_k stays within ~[1e-3, 3e2], so the product of 4 is far inside
 //            fp32's range
-//   lanes16  epilogue.cuh's sinkhorn4_lanes: the shipped form on 16 lanes, lane 4 j + k holding
-//            c[j, k] (its sums as butterflies in the trees' order): the shipped bits (the count of
-//            values that differ from shipped should be 0), with ~20 instructions an iteration for 6
-//            shuffles on the chain
 // Standalone probe, from the repository root:
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I. -Iinclude -o /tmp/sk \
 //        bench/probes/sinkhorn_forms.cu && /tmp/sk
@@ -162,15 +158,7 @@ __global__ void run(const float* in, float* out, long long* cycles, int form) {
   const int lane = threadIdx.x;
   for (int cs = 0; cs < kCases; ++cs) {
     long long dt = 0;
-    if (form == 7) {
-      const float x0 = in[cs * 16 + (lane & 15)];
-      __syncwarp();
-      const long long t0 = clock64();
-      const float x = sinkhorn4_lanes(x0, kIters, kEps);  // epilogue.cuh
-      __syncwarp();
-      dt = clock64() - t0;
-      if (lane < 16) out[cs * 16 + lane] = x;
-    } else if (form == 2) {
+    if (form == 2) {
       float x[4];
       const int row = lane & 3;
 #pragma unroll
@@ -243,9 +231,9 @@ int main() {
   cudaMalloc(&out, h_in.size() * 4);
   cudaMalloc(&cycles, kCases * 8);
   cudaMemcpy(in, h_in.data(), h_in.size() * 4, cudaMemcpyHostToDevice);
-  const char* names[] = {"shipped", "unroll", "lanes", "pair", "lines", "scale", "quad", "lanes16"};
+  const char* names[] = {"shipped", "unroll", "lanes", "pair", "lines", "scale", "quad"};
   std::vector<float> shipped(kCases * 16), got(kCases * 16);
-  for (int form = 0; form < 8; ++form) {
+  for (int form = 0; form < 7; ++form) {
     run<<<1, 32>>>(in, out, cycles, form);
     std::vector<long long> cyc(kCases);
     if (cudaMemcpy(got.data(), out, got.size() * 4, cudaMemcpyDeviceToHost) != cudaSuccess ||

@@ -100,10 +100,6 @@ struct Workspace::Impl {
   // float the poison kPrePoison between calls (set here once, restored by each collapse that read it).
   float* pre_mailbox = nullptr;
   int64_t pre_mailbox_tokens = 0;
-  // decode_box_kernel's mailbox of chunk partials (src/cuda/n4/decode_box_kernel.cu), where the
-  // workspace takes decode calls: every float its poison between calls (set here once, restored by
-  // each launch that read it).
-  float* decode_box = nullptr;
   bool warmup = true;            // WorkspaceOptions::warmup: load every kernel at creation
   bool bind_stream = false;      // WorkspaceOptions::bind_stream: calls on another stream throw
   void* stream = nullptr;        // WorkspaceOptions::stream: the stream it is bound to

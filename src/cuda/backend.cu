@@ -212,20 +212,15 @@ void cuda_create_workspace(Workspace::Impl& ws) {
   const size_t barrier_offset = (ws.scratch_bytes + 255) / 256 * 256;
   ws.pre_mailbox_tokens = cuda::n4_pre_mailbox_tokens(ws.max_tokens);
   const size_t mailbox_bytes = static_cast<size_t>(ws.pre_mailbox_tokens) * 4 * sizeof(float);
-  // decode_box_kernel's mailbox after that, poisoned here once (every byte 0xff: kBoxPoison).
-  const size_t box_offset = (barrier_offset + 256 + mailbox_bytes + 255) / 256 * 256;
-  const size_t box_bytes = ws.decode_tokens > 0 ? cuda::n4_decode_box_bytes() : 0;
-  ws.device_memory = device_alloc(ws.device, box_offset + box_bytes);
+  ws.device_memory = device_alloc(ws.device, barrier_offset + 256 + mailbox_bytes);
   unsigned char* base = static_cast<unsigned char*>(ws.device_memory.get());
   ws.scratch = base;
   ws.decode_counters = reinterpret_cast<uint32_t*>(base + barrier_offset);
   ws.pre_mailbox = mailbox_bytes > 0 ? reinterpret_cast<float*>(base + barrier_offset + 256) : nullptr;
-  ws.decode_box = box_bytes > 0 ? reinterpret_cast<float*>(base + box_offset) : nullptr;
   {
     const DeviceGuard guard(ws.device.id);
     MHC_CUDA_CHECK(cudaMemset(ws.decode_counters, 0, 256));
     if (mailbox_bytes > 0) MHC_CUDA_CHECK(cudaMemset(ws.pre_mailbox, 0xff, mailbox_bytes));
-    if (box_bytes > 0) MHC_CUDA_CHECK(cudaMemset(ws.decode_box, 0xff, box_bytes));
     MHC_CUDA_CHECK(cudaDeviceSynchronize());
   }
   if (ws.warmup) cuda_warmup(ws.device);

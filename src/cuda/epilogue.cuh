@@ -123,47 +123,6 @@ __device__ __forceinline__ void sinkhorn(float (&c)[N * N], int iters, float eps
   sinkhorn_iterations<N>(c, iters, eps);
 }
 
-/// The same Sinkhorn on 16 lanes of a warp for N = 4: lane 4 j + k (of lane & 15) holds c[j, k] and
-/// returns it; the whole warp calls it (lanes 16-31 compute a copy). Each element gets the
-/// one-thread form's operations in its order: a row's sum is the butterfly xor 1, 2 and a
-/// column's xor 4, 8, which form tree_sum's (x0 + x1) + (x2 + x3) up to the order of an
-/// addition's two operands; the products form's s_{j^1} and other-pair product come by xor 4 and
-/// xor 8; the row maximum from 4 indexed shuffles in the one-thread order. So the bits are
-/// sinkhorn<4>'s (bench/probes/sinkhorn_forms.cu, form lanes16, compares them), with about 20
-/// instructions an iteration (6 of them shuffles), against about 75 on one thread.
-__device__ __forceinline__ float sinkhorn4_lanes(float x, int iters, float eps) {
-  const int row0 = static_cast<int>(threadIdx.x) & 12;  // the lane of c[j, 0]
-  auto add_xor = [](float v, int m) { return v + __shfl_xor_sync(0xffffffffu, v, m); };
-  {
-    float v[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) v[k] = __shfl_sync(0xffffffffu, x, row0 + k, 16);
-    float mx = v[0];
-#pragma unroll
-    for (int k = 1; k < 4; ++k) mx = (v[k] > mx || isnan(v[k])) ? v[k] : mx;
-    const float e = expf(x - mx);
-    x = fmaf(e, fast_rcp(add_xor(add_xor(e, 1), 2)), eps);
-  }
-  if (iters >= 1) x *= fast_rcp(add_xor(add_xor(x, 4), 8) + eps);  // iteration 0: the column step
-  if (eps <= kProductEpsMax) {
-    for (int it = 1; it < iters; ++it) {
-      const float s = add_xor(add_xor(x, 1), 2) + eps;               // s_j
-      const float s_pair = __shfl_xor_sync(0xffffffffu, s, 4);       // s_{j^1}
-      const float sp = s * s_pair;                                   // s01 (rows 0, 1) or s23 (rows 2, 3)
-      const float other = __shfl_xor_sync(0xffffffffu, sp, 8);       // the other pair's product
-      const float d_eps = (sp * other) * eps;
-      x *= s_pair * other;                                           // P_j
-      x *= fast_rcp(add_xor(add_xor(x, 4), 8) + d_eps);
-    }
-  } else {
-    for (int it = 1; it < iters; ++it) {
-      x *= fast_rcp(add_xor(add_xor(x, 1), 2) + eps);  // rows
-      x *= fast_rcp(add_xor(add_xor(x, 4), 8) + eps);  // columns
-    }
-  }
-  return x;
-}
-
 /// Everything the mixes epilogue needs: scalars, weights' scale/base, output pointers.
 struct EpilogueParams {
   const float* scale;  // [3] (head: [1])
@@ -229,19 +188,6 @@ __device__ __forceinline__ void mixes_epilogue(const EpilogueParams& e, const fl
 #pragma unroll
     for (int i = 0; i < N * N; ++i) e.comb_mix_out[t * e.comb_mix_out_stride + i] = c[i];
   }
-}
-
-/// mixes_epilogue's comb output (kEpiComb) by a whole warp for N = 4: lane i < 16 forms comb
-/// element i as the one-thread form does and runs sinkhorn4_lanes; the same bits. For decode,
-/// where the comb's chain is one token's latency.
-__device__ __forceinline__ void mixes_comb_lanes(const EpilogueParams& e, const float* dot, float sumsq, float inv_k,
-                                                 int64_t t) {
-  if (e.head || e.comb_mix_out == nullptr) return;  // warp-uniform
-  const int i = static_cast<int>(threadIdx.x) & 15;
-  const float r = mixes_rms_factor(e, sumsq, inv_k);
-  const float c = dot[8 + i] * r * e.scale[2] + e.base[8 + i];
-  const float x = sinkhorn4_lanes(c, e.sinkhorn_iters, e.sinkhorn_eps);
-  if ((threadIdx.x & 31) < 16) e.comb_mix_out[t * e.comb_mix_out_stride + i] = x;
 }
 
 /// The fields every CUDA params struct shares, filled from a problem (one copy for all of

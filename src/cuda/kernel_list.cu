@@ -22,7 +22,6 @@ const KernelList& all_kernels() {
     n4::list_post_collapse_kernels(out);
     n4::list_decode_kernels(out);
     n4::list_decode_chunk_kernels(out);
-    n4::list_decode_box_kernels(out);
     return out;
   }();
   return list;

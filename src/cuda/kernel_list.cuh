@@ -43,7 +43,6 @@ void list_post_bulk_kernels(KernelList& out);        // src/cuda/n4/post_bulk_ke
 void list_post_collapse_kernels(KernelList& out);    // src/cuda/n4/post_collapse_kernel.cu
 void list_decode_kernels(KernelList& out);           // src/cuda/n4/decode_kernel.cu
 void list_decode_chunk_kernels(KernelList& out);     // src/cuda/n4/decode_chunk_kernel.cu
-void list_decode_box_kernels(KernelList& out);       // src/cuda/n4/decode_box_kernel.cu
 }  // namespace n4
 
 /// Launches warm_kernel twice on the legacy stream the way the launchers launch (PDL where

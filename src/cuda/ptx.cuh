@@ -82,11 +82,6 @@ __device__ __forceinline__ void cp_async_wait() {
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
-// Arrives on named barrier `id` without waiting: the arriving threads' earlier memory accesses
-// are ordered before those of the threads that wait on it (bar.sync) in the same phase.
-__device__ __forceinline__ void named_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
 // threadIdx.x read where it is used (volatile: not hoisted out of mix_kernel's item loop, so the
 // two roles' per-thread constants are not all live across the loop at once).
 __device__ __forceinline__ int thread_index() {
@@ -113,16 +108,6 @@ __device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* p) {
 }
 __device__ __forceinline__ void st_release_gpu(uint32_t* p, uint32_t v) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-/// Relaxed (strong, unordered) float load / store at GPU scope: decode_box_kernel's mailbox, whose
-/// words are each stored once a launch and polled by another block.
-__device__ __forceinline__ float ld_relaxed_gpu(const float* p) {
-  float v;
-  asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];\n" : "=f"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_relaxed_gpu(float* p, float v) {
-  asm volatile("st.relaxed.gpu.global.f32 [%0], %1;\n" ::"l"(p), "f"(v) : "memory");
 }
 __device__ __forceinline__ uint32_t atom_add_acq_rel_gpu(uint32_t* p, uint32_t v) {
   uint32_t old;

@@ -22,5 +22,4 @@ set(MHC_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/n4/staged.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/decode_kernel.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/decode_chunk_kernel.cu
-  ${CMAKE_CURRENT_LIST_DIR}/n4/decode_box_kernel.cu
 )

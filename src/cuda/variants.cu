@@ -25,30 +25,12 @@ std::vector<Variant> cuda_variants() {
   constexpr const char* kDecodeChunkPlan =
       "decode_chunk_kernel (one launch: a block per (chunk, 16 tokens) forms the post and the chunk partials; "
       "the last min(T, blocks) to finish reduce them, collapse and run the epilogue)";
-  constexpr const char* kN4DecodeBox = "as cuda_n4_decode, H <= 8192, T <= 16, H / 128 + T <= the multiprocessors";
-  constexpr const char* kDecodeBoxPlan =
-      "decode_box_kernel (one launch: a block per chunk forms the post and stores the chunk partials into a "
-      "poisoned mailbox; a block per token forms its new residual itself, polls the partials, collapses and runs "
-      "the epilogue)";
-  constexpr const char* kDecodeChunkLanesPlan = "decode_chunk_kernel with the comb's Sinkhorn on 16 lanes of a warp";
-  constexpr const char* kDecodeBoxLanesPlan = "decode_box_kernel with the comb's Sinkhorn on 16 lanes of a warp";
   constexpr const char* kDecodePlan =
       "decode_kernel (one launch: unit blocks form the post and the dots, then one block per token the "
       "collapse and one the epilogue)";
   // The rows every operator with a mixes stage has, alike but for id and operator.
   auto decode_chunk = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kN4DecodeChunk, n4_decode_chunk_supports, n4_decode_chunk_run, kDecodeChunkPlan, "n4", n4_decode_chunk_prefer};
-  };
-  // explicit only, their prefer() declining every call: decode_box is slower than decode_chunk at T = 1, and the
-  // comb on 16 lanes slower than on one thread (measured in decode_box; docs/performance.md)
-  auto decode_chunk_lanes = [&](const char* id, Op op) {
-    return Variant{id, op, DeviceType::kCUDA, kN4DecodeChunk, n4_decode_chunk_supports, n4_decode_chunk_lanes_run, kDecodeChunkLanesPlan, "n4", n4_explicit_only};
-  };
-  auto decode_box = [&](const char* id, Op op) {
-    return Variant{id, op, DeviceType::kCUDA, kN4DecodeBox, n4_decode_box_supports, n4_decode_box_run, kDecodeBoxPlan, "n4", n4_explicit_only};
-  };
-  auto decode_box_lanes = [&](const char* id, Op op) {
-    return Variant{id, op, DeviceType::kCUDA, kN4DecodeBox, n4_decode_box_supports, n4_decode_box_lanes_run, kDecodeBoxLanesPlan, "n4", n4_explicit_only};
   };
   auto decode = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4", n4_decode_prefer};
@@ -60,9 +42,6 @@ std::vector<Variant> cuda_variants() {
       // mixes
       decode_chunk("mixes.cuda_n4_decode_chunk", Op::kMixes),
       decode("mixes.cuda_n4_decode", Op::kMixes),
-      decode_chunk_lanes("mixes.cuda_n4_decode_chunk_lanes", Op::kMixes),
-      decode_box("mixes.cuda_n4_decode_box", Op::kMixes),
-      decode_box_lanes("mixes.cuda_n4_decode_box_lanes", Op::kMixes),
       {"mixes.cuda_n4_staged", Op::kMixes, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel (gemm_group_kernel from 4096 tokens a slice) -> finalize_kernel", "n4", n4_staged_prefer},
       {"mixes.cuda_n4_staged_wg", Op::kMixes, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel", "n4", n4_staged_prefer},
       {"mixes.cuda_n4_staged_rb", Op::kMixes, DeviceType::kCUDA, kN4Rb, n4_staged_rb_supports, n4_staged_rb_run, "gemm_rb_kernel (gemm_kernel where its group runs do not fit) -> finalize_kernel", "n4", n4_staged_prefer},
@@ -76,9 +55,6 @@ std::vector<Variant> cuda_variants() {
       // pre
       decode_chunk("pre.cuda_n4_decode_chunk", Op::kPre),
       decode("pre.cuda_n4_decode", Op::kPre),
-      decode_chunk_lanes("pre.cuda_n4_decode_chunk_lanes", Op::kPre),
-      decode_box("pre.cuda_n4_decode_box", Op::kPre),
-      decode_box_lanes("pre.cuda_n4_decode_box_lanes", Op::kPre),
       {"pre.cuda_n4_staged", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel (gemm_group_kernel from 4096 tokens a slice) -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4_staged_wg", Op::kPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4_staged_rb", Op::kPre, DeviceType::kCUDA, kN4Rb, n4_staged_rb_supports, n4_staged_rb_run, "gemm_rb_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
@@ -105,9 +81,6 @@ std::vector<Variant> cuda_variants() {
       // post_pre
       decode_chunk("post_pre.cuda_n4_decode_chunk", Op::kPostPre),
       decode("post_pre.cuda_n4_decode", Op::kPostPre),
-      decode_chunk_lanes("post_pre.cuda_n4_decode_chunk_lanes", Op::kPostPre),
-      decode_box("post_pre.cuda_n4_decode_box", Op::kPostPre),
-      decode_box_lanes("post_pre.cuda_n4_decode_box_lanes", Op::kPostPre),
       {"post_pre.cuda_n4_staged", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "post_kernel -> gemm_kernel (gemm_group_kernel from 4096 tokens a slice) -> finalize_kernel -> collapse_stream_kernel; shifted mode: collapse_stream_kernel's post mode (post and collapse in one pass) -> GEMM -> finalize_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4_staged_wg", Op::kPostPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "post_kernel -> gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4_staged_rb", Op::kPostPre, DeviceType::kCUDA, kN4Rb, n4_staged_rb_supports, n4_staged_rb_run, "post_kernel -> gemm_rb_kernel -> finalize_kernel -> collapse_stream_kernel; shifted mode: the post and the collapse in one pass -> gemm_rb_kernel -> finalize_kernel", "n4", n4_staged_prefer_post_pre},
@@ -116,9 +89,6 @@ std::vector<Variant> cuda_variants() {
       // head
       decode_chunk("head.cuda_n4_decode_chunk", Op::kHead),
       decode("head.cuda_n4_decode", Op::kHead),
-      decode_chunk_lanes("head.cuda_n4_decode_chunk_lanes", Op::kHead),
-      decode_box("head.cuda_n4_decode_box", Op::kHead),
-      decode_box_lanes("head.cuda_n4_decode_box_lanes", Op::kHead),
       {"head.cuda_n4_staged", Op::kHead, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel (gemm_group_kernel from 4096 tokens a slice) -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4_staged_wg", Op::kHead, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4_staged_rb", Op::kHead, DeviceType::kCUDA, kN4Rb, n4_staged_rb_supports, n4_staged_rb_run, "gemm_rb_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},

@@ -29,18 +29,6 @@ bool n4_decode_chunk_prefer(const detail::Problem& p);
 /// Where it takes decode_kernel: only where decode_chunk_kernel cannot run (H > 8192).
 bool n4_decode_prefer(const detail::Problem& p);
 void n4_decode_chunk_run(const detail::Problem& p);
-// decode_chunk_kernel with the comb's Sinkhorn on 16 lanes of its warp (mixes_comb_lanes): the same
-// bits.
-void n4_decode_chunk_lanes_run(const detail::Problem& p);
-// decode_box_kernel (H <= 8192, T <= 16, not pre_broadcast): the chunk partials through the
-// workspace's mailbox, no arrival counter; the same bits.
-bool n4_decode_box_supports(const detail::Problem& p);
-void n4_decode_box_run(const detail::Problem& p);
-// The same with the comb's Sinkhorn on 16 lanes.
-void n4_decode_box_lanes_run(const detail::Problem& p);
-/// The prefer() of rows that run only when asked for by id, until the H200 says where they are
-/// faster (decode_chunk_lanes, decode_box, decode_box_lanes): declines every call.
-bool n4_explicit_only(const detail::Problem& p);
 // src/cuda/n4/staged.cu: the staged plan (post_kernel -> GEMM stage -> finalize_kernel ->
 // collapse_stream_kernel) for every op but post and pre_broadcast; the same bits as n4_run.
 bool n4_staged_supports(const detail::Problem& p);
@@ -83,8 +71,6 @@ size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens);
 /// Tokens of the staged plan's pre mailbox for a workspace of max_tokens (slices beyond it take
 /// the fresh pre through the scratch instead).
 int64_t n4_pre_mailbox_tokens(int64_t max_tokens);
-/// Bytes of decode_box_kernel's mailbox (kBoxTokens x kBoxMaxChunks x 25 floats).
-size_t n4_decode_box_bytes();
 /// decode_kernel's default T limit (WorkspaceOptions::decode_max_tokens = 0).
 int64_t n4_decode_default_tokens();
 

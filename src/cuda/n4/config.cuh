@@ -38,12 +38,6 @@ constexpr int kScratchChunks = 7168 / kChunkCols;  // 56: the chunks of the larg
 constexpr int kDecodeThreads = 256;   // decode_kernel block (= kThreadsB: collapse_row)
 constexpr int kDecodeDefaultTokens = 128;  // its default T limit (session 8 call 3: faster than the plan up to 128)
 constexpr int kPartialSplit = 8;      // chunk groups the collapse sums in parallel
-// decode_box_kernel's mailbox of chunk partials ([T][chunks][25] floats in the workspace):
-constexpr int kBoxTokens = 16;        // its largest T (one group of 16 rows a phase-1 block)
-constexpr int kBoxMaxChunks = 64;     // its largest H / 128 (H <= 8192: the row in registers)
-// Every float of the mailbox between launches. No partial is this bit pattern: each is an fp32
-// sum, and the GPU's arithmetic gives NaN as 0x7fffffff.
-constexpr uint32_t kBoxPoison = 0xffffffffu;
 
 // mix_kernel (src/cuda/n4/mix_kernel.cu): roles, ring and shared-memory layout.
 constexpr int kPostWarps = 16;

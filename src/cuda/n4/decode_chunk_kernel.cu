@@ -26,8 +26,8 @@
 // start before every block of this one has), then per token reduce the partials in the
 // canonical order (8 interleaved chunk groups, then the groups), and warps 0..7 collapse the
 // token from registers (its new residual loaded from L2 right after the wait, the RMSNorm weight
-// before it) while warp 8 runs the epilogue's serial chain (the comb's Sinkhorn; kCombLanes: on 16
-// of its lanes, mixes_comb_lanes, the same bits) and warp 9 the pre and post sigmoids, each writing
+// before it) while warp 8 runs the epilogue's serial chain (the comb's Sinkhorn) and warp 9 the pre
+// and post sigmoids, each writing
 // its mixes. At T = 1 the last block goes straight on: no
 // block ever spins. The last phase-2 block to finish resets the counters (zeroed once by
 // Workspace::create), so graph replays reuse them.
@@ -84,7 +84,7 @@ __device__ __forceinline__ constexpr int probe_level(const ChunkDecodeParams&) {
 constexpr int kMaxRun = 4;  // groups per block: 91 KB, within every supported device's opt-in limit
 static_assert(run_smem_bytes(kMaxRun) <= 99 * 1024, "decode_chunk_kernel shared memory (sm_120: 99 KB)");
 
-template <bool kPost, bool kStaged, bool kCombLanes = false>
+template <bool kPost, bool kStaged>
 __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDecodeParams d) {
   extern __shared__ __align__(16) unsigned char smem[];  // run_smem_bytes(d.run)
   __shared__ float s_part[kPartialSplit][kPartial];
@@ -158,9 +158,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
     __syncthreads();
     if (tid < kPartial) s_dot[tid] = groups_total(s_part, tid);
     __syncthreads();
-    if (kCombLanes && w == kCombWarp) {
-      if (probe != 4 && probe != 5) mixes_comb_lanes(epi, s_dot, s_dot[kRows], p.inv_k, t);
-    } else if (w == kCombWarp || w == kPrePostWarp) {
+    if (w == kCombWarp || w == kPrePostWarp) {
       if (lane == 0 && !p.epi.head && probe != 4 && probe != 5) {
         float pre[kN];
         mixes_epilogue<kN>(epi, s_dot, s_dot[kRows], p.inv_k, t, pre, w == kCombWarp ? kEpiComb : kEpiPrePost);
@@ -189,18 +187,16 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
 
 
 // The instantiation for a call: post or not, staged runs or not.
-template <bool kCombLanes>
 auto chunk_kernel(bool post, bool staged) {
-  return post ? (staged ? decode_chunk_kernel<true, true, kCombLanes> : decode_chunk_kernel<true, false, kCombLanes>)
-              : (staged ? decode_chunk_kernel<false, true, kCombLanes> : decode_chunk_kernel<false, false, kCombLanes>);
+  return post ? (staged ? decode_chunk_kernel<true, true> : decode_chunk_kernel<true, false>)
+              : (staged ? decode_chunk_kernel<false, true> : decode_chunk_kernel<false, false>);
 }
 
 }  // namespace
 
 bool decode_chunk_supports(int64_t H) { return H <= kMaxDecodeH; }
 
-void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* counters, const LaunchCtx& ctx,
-                                bool comb_lanes) {
+void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* counters, const LaunchCtx& ctx) {
   if (p.T <= 0) return;
   ChunkDecodeParams d{};
   d.p = p;
@@ -224,14 +220,12 @@ void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* cou
 #endif
   // The staged phase 1 only where a block has several groups (see chunk_run).
   const bool staged = d.run > 1;
-  launch_kernel(comb_lanes ? chunk_kernel<true>(p.has_post, staged) : chunk_kernel<false>(p.has_post, staged), dim3(static_cast<unsigned>(d.blocks)), kThreads, static_cast<size_t>(run_smem_bytes(d.run)), ctx, d);
+  launch_kernel(chunk_kernel(p.has_post, staged), dim3(static_cast<unsigned>(d.blocks)), kThreads, static_cast<size_t>(run_smem_bytes(d.run)), ctx, d);
 }
 
 bool configure_decode_chunk_kernel(int device) {
   return allow_dynamic_smem(decode_chunk_kernel<false, true>, device, run_smem_bytes(kMaxRun)) &&
-         allow_dynamic_smem(decode_chunk_kernel<true, true>, device, run_smem_bytes(kMaxRun)) &&
-         allow_dynamic_smem(decode_chunk_kernel<false, true, true>, device, run_smem_bytes(kMaxRun)) &&
-         allow_dynamic_smem(decode_chunk_kernel<true, true, true>, device, run_smem_bytes(kMaxRun));
+         allow_dynamic_smem(decode_chunk_kernel<true, true>, device, run_smem_bytes(kMaxRun));
 }
 
 }  // namespace mhc::cuda::n4
@@ -244,10 +238,4 @@ void mhc::cuda::n4::list_decode_chunk_kernels(KernelList& out) {
   add_kernel(out, decode_chunk_kernel<true, false>, "n4::decode_chunk_kernel<true, false> (post)");
   add_kernel(out, decode_chunk_kernel<false, true>, "n4::decode_chunk_kernel<false, true> (staged runs)");
   add_kernel(out, decode_chunk_kernel<true, true>, "n4::decode_chunk_kernel<true, true> (post, staged runs)");
-  add_kernel(out, decode_chunk_kernel<false, false, true>, "n4::decode_chunk_kernel<false, false, true> (comb on 16 lanes)");
-  add_kernel(out, decode_chunk_kernel<true, false, true>, "n4::decode_chunk_kernel<true, false, true> (post, comb on 16 lanes)");
-  add_kernel(out, decode_chunk_kernel<false, true, true>,
-             "n4::decode_chunk_kernel<false, true, true> (staged runs, comb on 16 lanes)");
-  add_kernel(out, decode_chunk_kernel<true, true, true>,
-             "n4::decode_chunk_kernel<true, true, true> (post, staged runs, comb on 16 lanes)");
 }

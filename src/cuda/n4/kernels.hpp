@@ -79,21 +79,11 @@ void launch_decode_kernel(const N4Params& p, float* scratch, uint32_t* counters,
 /// H / 128 x ceil(T / 16) blocks (a block per (chunk, 16 tokens); the last min(T, blocks) to finish
 /// phase 1 run phase 2),
 /// H <= 8192 (decode_chunk_supports). scratch and counters as decode_kernel; the same bits.
-/// comb_lanes: the comb's Sinkhorn on 16 lanes (mixes_comb_lanes) instead of one.
-void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* counters, const LaunchCtx& ctx,
-                                bool comb_lanes = false);
+void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* counters, const LaunchCtx& ctx);
 /// Allows decode_chunk_kernel its dynamic shared memory (91 KB for a run of 4 groups) on
 /// `device`; false where the device's opt-in limit is smaller.
 bool configure_decode_chunk_kernel(int device);
 bool decode_chunk_supports(int64_t H);
-/// decode_box_kernel (decode_box_kernel.cu): a whole op with a mixes stage (not pre_broadcast) in one
-/// launch of H / 128 + T blocks, the chunk partials through the mailbox `box` (kBoxTokens x
-/// kBoxMaxChunks x 25 floats, every float kBoxPoison between launches: the kernel leaves it so).
-/// One launch at a time per mailbox; the same bits as decode_chunk_kernel. comb_lanes: the comb's
-/// Sinkhorn on 16 lanes (mixes_comb_lanes) instead of one.
-void launch_decode_box_kernel(const N4Params& p, float* box, bool comb_lanes, const LaunchCtx& ctx);
-/// Its envelope: H <= 8192, T <= kBoxTokens, H / 128 + T <= num_sms (every block resident at once).
-bool decode_box_supports(int64_t H, int64_t T, int num_sms);
 /// Workspace bytes decode_kernel needs for `tokens` tokens at the largest H.
 size_t decode_scratch_bytes(int64_t tokens);
 

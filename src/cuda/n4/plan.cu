@@ -133,40 +133,12 @@ bool n4_decode_chunk_prefer(const detail::Problem& p) {
 
 bool n4_decode_prefer(const detail::Problem& p) { return !decode_chunk_supports(p.H); }
 
-
-namespace {
-void decode_chunk_run(const detail::Problem& p, bool comb_lanes) {
-  MHC_CHECK(n4_decode_chunk_supports(p), detail::op_name(p.op), ": cuda_n4_decode_chunk", comb_lanes ? "_lanes" : "",
-            " does not support this call");
+void n4_decode_chunk_run(const detail::Problem& p) {
+  MHC_CHECK(n4_decode_chunk_supports(p), detail::op_name(p.op), ": cuda_n4_decode_chunk does not support this call");
   if (p.T == 0) return;
   launch_decode_chunk_kernel(n4_params(p), static_cast<float*>(p.workspace->scratch), p.workspace->decode_counters,
-                             launch_ctx(p), comb_lanes);
+                             launch_ctx(p));
 }
-}  // namespace
-
-void n4_decode_chunk_run(const detail::Problem& p) { decode_chunk_run(p, false); }
-
-void n4_decode_chunk_lanes_run(const detail::Problem& p) { decode_chunk_run(p, true); }
-
-bool n4_decode_box_supports(const detail::Problem& p) {
-  return n4_decode_supports(p) && p.op != detail::Op::kPreBroadcast && p.workspace->decode_box != nullptr &&
-         decode_box_supports(p.H, p.T, p.workspace->num_sms);
-}
-
-bool n4_explicit_only(const detail::Problem&) { return false; }
-
-namespace {
-void decode_box_run(const detail::Problem& p, bool comb_lanes) {
-  MHC_CHECK(n4_decode_box_supports(p), detail::op_name(p.op), ": cuda_n4_decode_box", comb_lanes ? "_lanes" : "",
-            " does not support this call (T = ", p.T, ", H = ", p.H, ")");
-  if (p.T == 0) return;
-  launch_decode_box_kernel(n4_params(p), p.workspace->decode_box, comb_lanes, launch_ctx(p));
-}
-}  // namespace
-
-void n4_decode_box_run(const detail::Problem& p) { decode_box_run(p, false); }
-
-void n4_decode_box_lanes_run(const detail::Problem& p) { decode_box_run(p, true); }
 
 bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* gemm_rb, bool* post_bulk) {
   int device = 0;
@@ -206,7 +178,5 @@ size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens) {
 int64_t n4_decode_default_tokens() { return kDecodeDefaultTokens; }
 
 int64_t n4_pre_mailbox_tokens(int64_t max_tokens) { return max_tokens < kScratchTokens ? max_tokens : kScratchTokens; }
-
-size_t n4_decode_box_bytes() { return static_cast<size_t>(kBoxTokens) * kBoxMaxChunks * kPartial * sizeof(float); }
 
 }  // namespace mhc::cuda
