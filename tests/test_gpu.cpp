@@ -1133,8 +1133,7 @@ struct DecodeVariant {
 const std::vector<DecodeVariant>& decode_variants() {
   static const std::vector<DecodeVariant> v = {
       {"cuda_n4_decode", {{4, 4096, 1}, {4, 7168, 16}}, {4, 7168, 8}},
-      // 7168 x 128: more tokens than phase-1 blocks (112), so phase-2 blocks serve two tokens or
-      // (decode-extra-blocks.patch, session 33) phase-2-only blocks join them
+      // 7168 x 128: more tokens than phase-1 blocks (112)
       {"cuda_n4_decode_chunk", {{4, 4096, 1}, {4, 7168, 16}, {4, 4096, 33}, {4, 7168, 128}}, {4, 4096, 8}},
   };
   return v;

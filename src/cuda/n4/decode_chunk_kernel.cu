@@ -27,9 +27,8 @@
 // canonical order (8 interleaved chunk groups, then the groups), and warps 0..7 collapse the
 // token from registers (its new residual loaded from L2 right after the wait, the RMSNorm weight
 // before it) while warp 8 runs the epilogue's serial chain (the comb's Sinkhorn) and warp 9 the pre
-// and post sigmoids, each writing
-// its mixes. At T = 1 the last block goes straight on: no
-// block ever spins. The last phase-2 block to finish resets the counters (zeroed once by
+// and post sigmoids, each writing its mixes. At T = 1 the last block goes straight on: no block
+// ever spins. The last phase-2 block to finish resets the counters (zeroed once by
 // Workspace::create), so graph replays reuse them.
 // Accumulation: mma.m16n8k16 bf16 x the three bf16 parts of fn, fp32, from zero per (token,
 // chunk, stream, n-tile) over the 8 k16 steps in order (as mix_kernel, gemm_kernel and
