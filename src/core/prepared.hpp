@@ -100,6 +100,10 @@ struct Workspace::Impl {
   // float the poison kPrePoison between calls (set here once, restored by each collapse that read it).
   float* pre_mailbox = nullptr;
   int64_t pre_mailbox_tokens = 0;
+  // The overlap rows' tile counters (staged.cu, N4Params::tile_arrivals): [tile_arrival_tiles]
+  // uint32, zeroed here once, zero again after each call (finalize_kernel's poll form).
+  uint32_t* tile_arrivals = nullptr;
+  int64_t tile_arrival_tiles = 0;
   bool warmup = true;            // WorkspaceOptions::warmup: load every kernel at creation
   bool bind_stream = false;      // WorkspaceOptions::bind_stream: calls on another stream throw
   void* stream = nullptr;        // WorkspaceOptions::stream: the stream it is bound to

@@ -28,6 +28,19 @@ std::vector<Variant> cuda_variants() {
   constexpr const char* kDecodePlan =
       "decode_kernel (one launch: unit blocks form the post and the dots, then one block per token the "
       "collapse and one the epilogue)";
+  // The overlap rows (staged.cu): explicit until measured, after the staged rows.
+  constexpr const char* kOverlapMixes =
+      "gemm_kernel (overlapped: tile by tile, each tile counted) beside finalize_kernel (poll: takes each tile once "
+      "counted)";
+  constexpr const char* kOverlapPlan =
+      "gemm_kernel (overlapped) beside finalize_kernel (poll) beside collapse_stream_kernel (polls the pre mailbox): "
+      "the collapse re-reads the streams from L2";
+  constexpr const char* kOverlapPostPre =
+      "post_kernel -> gemm_kernel (overlapped) beside finalize_kernel (poll) beside collapse_stream_kernel; shifted "
+      "mode: the post and the collapse in one pass -> gemm_kernel (overlapped) beside finalize_kernel (poll)";
+  constexpr const char* kOverlapHead =
+      "gemm_kernel (overlapped) beside finalize_kernel (poll) beside collapse_stream_kernel (learned) | "
+      "collapse_stream_kernel";
   // The rows every operator with a mixes stage has, alike but for id and operator.
   auto decode_chunk = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kN4DecodeChunk, n4_decode_chunk_supports, n4_decode_chunk_run, kDecodeChunkPlan, "n4", n4_decode_chunk_prefer};
@@ -45,6 +58,7 @@ std::vector<Variant> cuda_variants() {
       {"mixes.cuda_n4_staged", Op::kMixes, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel (gemm_group_kernel from 4096 tokens a slice) -> finalize_kernel", "n4", n4_staged_prefer},
       {"mixes.cuda_n4_staged_wg", Op::kMixes, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel", "n4", n4_staged_prefer},
       {"mixes.cuda_n4_staged_rb", Op::kMixes, DeviceType::kCUDA, kN4Rb, n4_staged_rb_supports, n4_staged_rb_run, "gemm_rb_kernel (gemm_kernel where its group runs do not fit) -> finalize_kernel", "n4", n4_staged_prefer},
+      {"mixes.cuda_n4_overlap", Op::kMixes, DeviceType::kCUDA, kN4, n4_staged_overlap_supports, n4_staged_overlap_run, kOverlapMixes, "n4", n4_staged_prefer},
       {"mixes.cuda_n4", Op::kMixes, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (epilogue only)", "n4"},
       generic("mixes.cuda_generic", Op::kMixes),
       // collapse: collapse_stream_kernel first, the faster of the two (the same bits) in 16 of 18
@@ -58,6 +72,7 @@ std::vector<Variant> cuda_variants() {
       {"pre.cuda_n4_staged", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel (gemm_group_kernel from 4096 tokens a slice) -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4_staged_wg", Op::kPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4_staged_rb", Op::kPre, DeviceType::kCUDA, kN4Rb, n4_staged_rb_supports, n4_staged_rb_run, "gemm_rb_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
+      {"pre.cuda_n4_overlap", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_overlap_supports, n4_staged_overlap_run, kOverlapPlan, "n4", n4_staged_prefer},
       {"pre.cuda_n4", Op::kPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
       generic("pre.cuda_generic", Op::kPre),
       // pre_broadcast: by fn_b (spec section 4.4) at every T, so one family serves every batch; the
@@ -84,6 +99,7 @@ std::vector<Variant> cuda_variants() {
       {"post_pre.cuda_n4_staged", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "post_kernel -> gemm_kernel (gemm_group_kernel from 4096 tokens a slice) -> finalize_kernel -> collapse_stream_kernel; shifted mode: collapse_stream_kernel's post mode (post and collapse in one pass) -> GEMM -> finalize_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4_staged_wg", Op::kPostPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "post_kernel -> gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4_staged_rb", Op::kPostPre, DeviceType::kCUDA, kN4Rb, n4_staged_rb_supports, n4_staged_rb_run, "post_kernel -> gemm_rb_kernel -> finalize_kernel -> collapse_stream_kernel; shifted mode: the post and the collapse in one pass -> gemm_rb_kernel -> finalize_kernel", "n4", n4_staged_prefer_post_pre},
+      {"post_pre.cuda_n4_overlap", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_overlap_supports, n4_staged_overlap_run, kOverlapPostPre, "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4", Op::kPostPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel (post fused) -> collapse_kernel", "n4"},
       generic("post_pre.cuda_generic", Op::kPostPre),
       // head
@@ -92,6 +108,7 @@ std::vector<Variant> cuda_variants() {
       {"head.cuda_n4_staged", Op::kHead, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel (gemm_group_kernel from 4096 tokens a slice) -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4_staged_wg", Op::kHead, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4_staged_rb", Op::kHead, DeviceType::kCUDA, kN4Rb, n4_staged_rb_supports, n4_staged_rb_run, "gemm_rb_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
+      {"head.cuda_n4_overlap", Op::kHead, DeviceType::kCUDA, kN4, n4_staged_overlap_supports, n4_staged_overlap_run, kOverlapHead, "n4", n4_staged_prefer},
       {"head.cuda_n4", Op::kHead, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (learned) | collapse_kernel", "n4"},
       generic("head.cuda_generic", Op::kHead),
   };

@@ -40,6 +40,11 @@ void n4_staged_wg_run(const detail::Problem& p);
 // sm_90+, the same bits.
 bool n4_staged_rb_supports(const detail::Problem& p);
 void n4_staged_rb_run(const detail::Problem& p);
+// The same plan with the GEMM stage, finalize_kernel and the collapse running at once, tile by
+// tile (overlap: gemm_kernel's overlapped form, finalize_kernel's poll form, the workspace's tile
+// counters): the same bits.
+bool n4_staged_overlap_supports(const detail::Problem& p);
+void n4_staged_overlap_run(const detail::Problem& p);
 // pre_broadcast by fn_b (staged.cu, family n4b: the mixes of the embedding against fn_b, not of 4
 // copies against fn): the mixes of e as 4 quarter-rows (decode_chunk_kernel up to the decode limit, else
 // gemm_kernel -> finalize_kernel), then collapse_stream_kernel.

@@ -75,6 +75,10 @@ struct N4Params {
   const uint2* fn_frag;      // [chunks][4 mma warps][8 k16 steps][9 ntiles][32 lanes]
   bf16_t* residual_out; int64_t residual_out_stride;  // post output, or materialised copies
   float* partials;           // [chunks][T][25] (partial_at)
+  // The overlapped plan (staged.cu, cuda_n4_overlap): one counter per 32-token tile of the
+  // slice, zero between launches; the GEMM stage adds 1 per (chunk, tile) item once its partials
+  // are stored, finalize_kernel's poll form waits for `chunks` and puts the 0 back. Null elsewhere.
+  uint32_t* tile_arrivals;
   // phase B
   bool has_mixes, has_collapse;
   PreSource pre_source;

@@ -30,10 +30,21 @@
 // (token, chunk, stream) one mma chain per n-tile from zero over the 8 k16 steps in order, the
 // same A rows and B fragments; v = hi + (mid + lo); ((v_0 + v_1) + v_2) + v_3; the square sums
 // as fmaf chains over streams then elements from 0, then the xor 8, 4, 2, 1 butterfly.
+// The overlapped form (kOverlap, the cuda_n4_overlap rows: staged.cu): 4 warps, 136 KB, so that
+// finalize_kernel's and collapse_stream_kernel's blocks fit beside it on each multiprocessor and
+// run while it does. Block b keeps chunk b % chunks and takes the tiles g, g + G, .. of group
+// g = b / chunks (GroupTileItems): the grid walks the tiles in order. After an item's partials
+// are stored, lane 0 of its warp adds 1 to the tile's counter (p.tile_arrivals, a release at GPU
+// scope after __syncwarp), which finalize_kernel's poll form waits on. It lets the kernels after
+// it start (programmatic dependent launch) only once the kernel before it has completed
+// (pdl_wait first), so they may read what that kernel wrote without waiting themselves. Same
+// per-item arithmetic, so the same bits.
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows (any stream stride, 0 for a
-// broadcast residual); 200 KB of dynamic shared memory (configure_gemm_kernel).
+// broadcast residual); 200 KB of dynamic shared memory (configure_gemm_kernel), 136 KB for the
+// overlapped form.
 #include <cstdio>
 #include <cstdlib>
+#include <type_traits>
 
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/gemm_step.cuh"
@@ -49,6 +60,25 @@ using namespace gemm_step;
 constexpr int gemm_smem(int warps, int slots) { return kFragBytes + warps * slots * kSlotBytes; }
 constexpr int kGemmSmem = gemm_smem(kGemmWarps, kGemmSlots);  // 200 KB
 static_assert(kGemmSmem <= 227 * 1024, "gemm_kernel shared memory");
+constexpr int kOverlapWarps = 4;  // the overlapped form: half the warps, the others' room on the SM
+constexpr int kOverlapSlots = 2;
+constexpr int kOverlapSmem = gemm_smem(kOverlapWarps, kOverlapSlots);  // 136 KB
+
+// The overlapped form's items: block b keeps chunk b % chunks and takes the tiles group,
+// group + groups, .. (group = b / chunks, groups = gridDim.x / chunks: the launcher's grid is a
+// whole number of groups). The interface of ChunkTileItems.
+struct GroupTileItems {
+  int count, chunk_, group, groups;
+  __device__ GroupTileItems(int64_t T, int chunks) {
+    const int64_t tiles = (T + kTile - 1) / kTile;
+    groups = static_cast<int>(gridDim.x) / chunks;
+    chunk_ = static_cast<int>(blockIdx.x) % chunks;
+    group = static_cast<int>(blockIdx.x) / chunks;
+    count = group < tiles ? static_cast<int>((tiles - group + groups - 1) / groups) : 0;
+  }
+  __device__ int chunk(int) const { return chunk_; }
+  __device__ int64_t tile(int i) const { return group + static_cast<int64_t>(i) * groups; }
+};
 
 // Diagnostics (a build with -DMHC_GEMM_PROBE; MHC_GEMM_PROBE="part warps slots" in the
 // environment, see launch_gemm_kernel): kPart 0 is the kernel; 1 the copies alone, 2 the copies
@@ -57,22 +87,25 @@ static_assert(kGemmSmem <= 227 * 1024, "gemm_kernel shared memory");
 // partials; 7 the kernel with the square sums on the tensor cores (stream_dots<true>: the
 // diagonal of x x^T from the A fragments, in place of the fmaf chains; not the canonical order,
 // to measure what such a change would buy). Only 0 gives correct partials.
-template <int kWarps = kGemmWarps, int kSlots = kGemmSlots, int kPart = 0>
+template <int kWarps = kGemmWarps, int kSlots = kGemmSlots, int kPart = 0, bool kOverlap = false>
 __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) {
   constexpr int kGemmThreads = kWarps * 32;
   constexpr bool kCopies = kPart != 4 && kPart != 6, kDoSquares = kPart != 1 && kPart != 3 && kPart != 5 && kPart != 7,
                  kDots = kPart != 1 && kPart != 2 && kPart != 5, kStores = kPart != 5 && kPart != 6,
                  kMmaSquares = kPart == 7;
+  static_assert(!kOverlap || kPart == 0, "the overlapped form stores its partials");
   extern __shared__ __align__(128) unsigned char smem[];
-  pdl_launch_dependents();
-  const ChunkTileItems items(p.T, p.chunks);
-  if (items.count <= 0) return;  // block-uniform
+  if (!kOverlap) pdl_launch_dependents();
+  using Items = std::conditional_t<kOverlap, GroupTileItems, ChunkTileItems>;
+  const Items items(p.T, p.chunks);
+  if (items.count <= 0) return;  // block-uniform (an exited block counts as triggered)
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
   const int first_chunk = items.chunk(0), last_chunk = items.chunk(items.count - 1);
   // The first chunk's fragments are weights: their copies overlap the end of the kernel before.
   load_fragments<kGemmThreads>(p, smem, first_chunk, static_cast<int>(threadIdx.x));
   cp_async_commit();
   pdl_wait();
+  if (kOverlap) pdl_launch_dependents();  // after the kernel before has completed (see the header)
   const OwnerSteps steps(items, warp, kWarps);  // this warp's steps
   unsigned char* ring = smem + kFragBytes + warp * kSlots * kSlotBytes;
 #pragma unroll
@@ -111,6 +144,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) 
       }
       if (j == kN - 1 && (kStores || p.T < 0)) {  // p.T < 0 never: parts 5, 6 keep their arithmetic
         store_item<kDoSquares, kMmaSquares>(p, chunk, items.tile(local), lane, slot, part, sq, sqmma);
+        if constexpr (kOverlap) {
+          __syncwarp();  // every lane's stores of the item come before lane 0's release
+          if (lane == 0) red_add_release_gpu(p.tile_arrivals + items.tile(local), 1u);
+        }
       }
       __syncwarp();  // every lane is done reading the slot
       const int next = s + kSlots;
@@ -123,7 +160,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) 
 }  // namespace
 
 bool configure_gemm_kernel(int device) {
-  return allow_dynamic_smem(gemm_kernel<>, device, kGemmSmem);
+  return allow_dynamic_smem(gemm_kernel<>, device, kGemmSmem) &&
+         allow_dynamic_smem(gemm_kernel<kOverlapWarps, kOverlapSlots, 0, true>, device, kOverlapSmem);
 }
 
 #ifdef MHC_GEMM_PROBE
@@ -176,6 +214,32 @@ void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx) {
   launch_kernel(gemm_kernel<>, dim3(blocks), kGemmWarps * 32, kGemmSmem, ctx, p);
 }
 
+void launch_gemm_overlap_kernel(const N4Params& p, const LaunchCtx& ctx) {
+  if (p.T <= 0) return;
+  MHC_CHECK(p.tile_arrivals != nullptr, "gemm_kernel (overlapped): no tile counters");
+  // Groups of `chunks` blocks, as many as fit the multiprocessors (at least one; no more than the
+  // tiles). Nothing in the kernel waits, so a grid larger than one wave is slower, not wrong.
+  const int64_t tiles = (p.T + kTile - 1) / kTile;
+  int64_t groups = (ctx.num_sms > 0 ? ctx.num_sms : 1) / p.chunks;
+  groups = groups < 1 ? 1 : groups > tiles ? tiles : groups;
+  MHC_CHECK(groups * p.chunks < (int64_t{1} << 31), "gemm_kernel (overlapped): grid too large");
+#ifdef MHC_GEMM_PROBE
+  // Diagnostics: MHC_OVERLAP_GEMM_WARPS=8 runs the overlapped form in gemm_kernel's own shape (8
+  // warps, 200 KB), which leaves the other kernels of the plan less room beside it.
+  if (const char* env = std::getenv("MHC_OVERLAP_GEMM_WARPS"); env != nullptr && std::atoi(env) == kGemmWarps) {
+    int device = 0;
+    MHC_CUDA_CHECK(cudaGetDevice(&device));
+    static const bool allowed = allow_dynamic_smem(gemm_kernel<kGemmWarps, kGemmSlots, 0, true>, device, kGemmSmem);
+    MHC_CHECK(allowed, "gemm_kernel (overlapped, 8 warps): shared memory");
+    launch_kernel(gemm_kernel<kGemmWarps, kGemmSlots, 0, true>, dim3(static_cast<unsigned>(groups * p.chunks)),
+                  kGemmWarps * 32, kGemmSmem, ctx, p);
+    return;
+  }
+#endif
+  launch_kernel(gemm_kernel<kOverlapWarps, kOverlapSlots, 0, true>, dim3(static_cast<unsigned>(groups * p.chunks)),
+                kOverlapWarps * 32, kOverlapSmem, ctx, p);
+}
+
 }  // namespace mhc::cuda::n4
 
 // The kernels this file launches, for warmup (src/cuda/kernel_list.cuh; tests/test_engine.cpp checks
@@ -183,4 +247,5 @@ void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx) {
 #include "src/cuda/kernel_list.cuh"
 void mhc::cuda::n4::list_gemm_kernels(KernelList& out) {
   add_kernel(out, gemm_kernel<>, "n4::gemm_kernel");
+  add_kernel(out, gemm_kernel<kOverlapWarps, kOverlapSlots, 0, true>, "n4::gemm_kernel<overlap>");
 }

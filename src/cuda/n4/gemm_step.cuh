@@ -22,10 +22,12 @@ static_assert(kSlotVecs == 16 && kUnits == 16, "a warp copy covers two slot rows
 static_assert(kMmaSteps * 16 == kChunkCols && kNTiles == 9, "the step's mma shape");
 
 /// The steps of one owner of a ring (a warp of gemm_kernel): its
-/// block-local items are owner + owners * k, and step s is stream s % 4 of item s / 4.
+/// block-local items are owner + owners * k, and step s is stream s % 4 of item s / 4. Items:
+/// ChunkTileItems or any type with its count, chunk(i) and tile(i).
 struct OwnerSteps {
   int owner, owners, count;  // count: the owner's steps
-  __device__ OwnerSteps(const ChunkTileItems& items, int owner_, int owners_) : owner(owner_), owners(owners_) {
+  template <typename Items>
+  __device__ OwnerSteps(const Items& items, int owner_, int owners_) : owner(owner_), owners(owners_) {
     const int mine = items.count > owner ? (items.count - owner + owners - 1) / owners : 0;
     count = mine * kN;
   }
@@ -90,7 +92,8 @@ __device__ __forceinline__ void issue_rows(const N4Params& p, int chunk, int64_t
 }
 
 // issue_rows for block-local item `local` of `items`.
-__device__ __forceinline__ void issue_step(const N4Params& p, const ChunkTileItems& items, int local, int j,
+template <typename Items>
+__device__ __forceinline__ void issue_step(const N4Params& p, const Items& items, int local, int j,
                                            unsigned char* slot, int lane) {
   issue_rows(p, items.chunk(local), items.tile(local), j, slot, lane);
 }

@@ -20,7 +20,11 @@ void launch_mix_kernel(const N4Params& p, const LaunchCtx& ctx);
 bool configure_mix_kernel(int device);
 /// gemm_kernel (gemm_kernel.cu): the mixes stage alone (no post), p.T tokens' partials.
 void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx);
-/// Sets gemm_kernel's dynamic shared memory limit (200 KB) on `device`; false where it has less.
+/// gemm_kernel's overlapped form (the cuda_n4_overlap rows): the same partials, tile by tile,
+/// each (chunk, tile) item counted in p.tile_arrivals once stored (finalize_kernel's poll form).
+void launch_gemm_overlap_kernel(const N4Params& p, const LaunchCtx& ctx);
+/// Sets gemm_kernel's dynamic shared memory limits (200 KB; 136 KB for the overlapped form) on
+/// `device`; false where it has less.
 bool configure_gemm_kernel(int device);
 /// gemm_group_kernel (gemm_group_kernel.cu): gemm_kernel's dots and square sums, stored as the
 /// chunk groups' running sums (finalize_kernel with `grouped`), where p.partials holds
@@ -66,6 +70,10 @@ bool configure_post_collapse_kernel(int device);
 /// the requested mixes and, where `pre` is not null, the fresh pre [p.T][4] (slice-relative) for
 /// collapse_stream_kernel, each token's before its Sinkhorn chain (the pre mailbox, N4Params::pre_poll).
 void launch_finalize_kernel(const N4Params& p, float* pre, bool grouped, const LaunchCtx& ctx);
+/// finalize_kernel's poll form (the cuda_n4_overlap rows): over chunk partials, launched while
+/// launch_gemm_overlap_kernel's grid runs; a block takes a 32-token tile once p.tile_arrivals
+/// counts all its chunks, puts the counter back to 0, and completes only after the GEMM stage.
+void launch_finalize_poll_kernel(const N4Params& p, float* pre, const LaunchCtx& ctx);
 /// collapse_stream_kernel (collapse_stream_kernel.cu): the collapse alone, with the carried
 /// (p.pre_mix_in), identity or mean-head pre and the optional RMSNorm fold; with `post`, the
 /// post stage first (p.residual, p.layer_output -> p.residual_out) and the collapse of its

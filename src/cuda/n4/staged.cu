@@ -64,12 +64,14 @@ constexpr int64_t kGroupedTokens = 4096;
 // Which kernel runs the GEMM stage (the same contract and bits): gemm_wg_kernel (wgmma, the
 // staged_wg rows), gemm_kernel (mma.sync, where Workspace::create could give it 200 KB of shared
 // memory), gemm_rb_kernel (the staged_rb rows: at every T where its group runs fit, else
-// gemm_kernel), else mix_kernel without its post stage.
-enum class Gemm { kWgmma, kMma, kRegs, kMix };
+// gemm_kernel), gemm_kernel's overlapped form with finalize_kernel's poll form (the overlap
+// rows, below), else mix_kernel without its post stage.
+enum class Gemm { kWgmma, kMma, kRegs, kOverlap, kMix };
 
 // Whether the GEMM stage of a slice of s.T tokens writes group runs (gemm_group_kernel or
 // gemm_rb_kernel), which finalize_kernel must be told.
 bool grouped_stage(const detail::Problem& p, const N4Params& s, Gemm gemm, size_t partial_floats) {
+  if (gemm == Gemm::kOverlap) return false;
   const bool fits = gemm_group_fits(s.T, s.chunks, partial_floats);
   if (gemm == Gemm::kRegs) return fits;
   return gemm == Gemm::kMma && p.workspace->n4_gemm_group && s.T >= kGroupedTokens && fits;
@@ -86,6 +88,8 @@ void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, Gemm gemm, bool 
   g.residual_out = nullptr;
   if (gemm == Gemm::kWgmma) {
     launch_gemm_wg_kernel(g, ctx);
+  } else if (gemm == Gemm::kOverlap) {
+    launch_gemm_overlap_kernel(g, ctx);
   } else if (grouped && gemm == Gemm::kRegs) {
     launch_gemm_rb_kernel(g, ctx);
   } else if (grouped) {
@@ -146,6 +150,16 @@ void n4_staged_run(const detail::Problem& p) {
 void n4_staged_wg_run(const detail::Problem& p) {
   MHC_CHECK(n4_staged_wg_supports(p), detail::op_name(p.op), ": cuda_n4_staged_wg does not support this call");
   staged_run(p, Gemm::kWgmma);
+}
+
+bool n4_staged_overlap_supports(const detail::Problem& p) {
+  return n4_staged_supports(p) && p.workspace != nullptr && p.workspace->n4_gemm &&
+         p.workspace->tile_arrivals != nullptr;
+}
+
+void n4_staged_overlap_run(const detail::Problem& p) {
+  MHC_CHECK(n4_staged_overlap_supports(p), detail::op_name(p.op), ": cuda_n4_overlap does not support this call");
+  staged_run(p, Gemm::kOverlap);
 }
 
 bool n4_staged_rb_supports(const detail::Problem& p) {
@@ -263,6 +277,19 @@ bool post_collapse_bulk() { return !diag_off("MHC_POST_COLLAPSE_REGS"); }
 
 void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& m, Gemm gemm) {
   const LaunchCtx ctx = launch_ctx(p);
+  // The overlap rows: the GEMM stage (gemm_kernel's overlapped form) counts each tile's items
+  // as they are stored, finalize_kernel's poll form takes each tile as soon as it is counted, and
+  // both are launched with programmatic dependent launch, so the GEMM stage, finalize_kernel and
+  // the polling collapse run at the same time, tile by tile. The collapse then re-reads a
+  // token's streams shortly after the GEMM stage read them, from L2 rather than DRAM: 10 H bytes
+  // a token from DRAM for pre and head where the stages one after another move 18 H. The GEMM
+  // stage lets the others start only once the kernel before it has completed, so the streams
+  // they read are complete (gemm_kernel.cu). Slices: at most the workspace's tile counters.
+  const bool overlap = gemm == Gemm::kOverlap;
+  MHC_CHECK(!overlap || (stage_runs('g') && stage_runs('f')),
+            "cuda_n4_overlap: the GEMM and finalize stages put the tile counters back; neither can be skipped");
+  LaunchCtx cf = stage_ctx(ctx, 'f');
+  if (overlap) cf.pdl = ctx.pdl;
   // The workspace scratch holds one slice's partials [chunks][slice][25] and, where the collapse
   // uses the fresh pre, its pre [slice][4] after them (16-byte aligned: chunks % 4 == 0). Slices
   // are multiples of the 32-token tile where the scratch holds one (the smallest workspace holds
@@ -276,6 +303,9 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
   const int64_t forced = p.workspace->n4_slice_tokens / kTile * kTile;
   const int64_t wanted = forced > 0 ? forced : k.has_collapse ? kStagedSliceTokens : 0;
   if (wanted > 0 && wanted < slice_tokens) slice_tokens = wanted;
+  if (overlap && slice_tokens > p.workspace->tile_arrival_tiles * kTile) {
+    slice_tokens = p.workspace->tile_arrival_tiles * kTile;
+  }
   float* pre = pre_buffer ? k.partials + slice_tokens * m.chunks * kPartial : nullptr;
   // The pre mailbox: finalize_kernel stores a token's fresh pre there before its comb's Sinkhorn
   // chain, and collapse_stream_kernel polls it (pre_poll) instead of waiting for finalize_kernel to
@@ -283,15 +313,19 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
   // float of the mailbox is kPrePoison between calls; each collapse block puts its token's back
   // after reading it, so both kernels must run (the diagnostics build's skips use the scratch, and
   // MHC_NO_PRE_MAILBOX=1 there keeps the scratch for A/B timing).
+  // (In the overlap rows finalize_kernel is launched with programmatic dependent launch, but only
+  // starts once the GEMM stage's kernel before has completed, which is what the mailbox needs.)
   const bool mailbox = pre_buffer && p.workspace->pre_mailbox != nullptr && !diag_off("MHC_NO_PRE_MAILBOX") &&
-                       stage_runs('f') && stage_runs('c') && !stage_ctx(ctx, 'f').pdl;
+                       stage_runs('f') && stage_runs('c') && (!cf.pdl || overlap);
   // A post followed by a collapse with the carried pre (post_pre, shifted) runs both in one
   // kernel (collapse_stream_kernel's post mode: 20 H bytes a token against 28 H).
   const bool post_collapse = k.has_post && k.has_collapse && k.pre_source == PreSource::kCarried && !k.head_mean &&
                              post_collapse_enabled();
   for (int64_t t0 = 0; t0 < p.T; t0 += slice_tokens) {
     const int64_t count = p.T - t0 < slice_tokens ? p.T - t0 : slice_tokens;
-    const N4Params s = slice_params(k, t0, count), sm = slice_params(m, t0, count);
+    const N4Params s = slice_params(k, t0, count);
+    N4Params sm = slice_params(m, t0, count);
+    if (overlap) sm.tile_arrivals = p.workspace->tile_arrivals;
     const bool grouped = grouped_stage(p, sm, gemm, static_cast<size_t>(slice_tokens * m.chunks * kPartial));
     if (post_collapse) {
       // shifted post_pre: the post and the collapse with the carried pre in one pass, then the mixes
@@ -308,7 +342,11 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
     }
     const bool polled = mailbox && count <= p.workspace->pre_mailbox_tokens;
     float* slice_pre = polled ? p.workspace->pre_mailbox : pre;
-    if (stage_runs('f')) launch_finalize_kernel(sm, slice_pre, grouped, stage_ctx(ctx, 'f'));
+    if (overlap) {
+      launch_finalize_poll_kernel(sm, slice_pre, cf);
+    } else if (stage_runs('f')) {
+      launch_finalize_kernel(sm, slice_pre, grouped, cf);
+    }
     if (post_collapse || !s.has_collapse || !stage_runs('c')) continue;
     N4Params c = pre_buffer ? with_fresh_pre(s, slice_pre, kN) : s;
     c.pre_poll = polled;
