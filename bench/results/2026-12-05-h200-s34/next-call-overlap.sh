@@ -11,8 +11,9 @@
 #    replayed), memcheck and synccheck over a small subset.
 # 2. Rows, staged against overlap in two rounds: pre, head, post_pre (both modes), mixes.
 # 3. The diagnostics build (-DMHC_GEMM_PROBE): finalize_kernel's poll blocks 16 / 33 / 66 / 132,
-#    the overlapped GEMM in 8 warps, and MHC_NO_PDL=1 (the three kernels one after another, so
-#    what the overlap itself buys).
+#    the overlapped GEMM in 8 warps, the collapse's loads with the streaming hint (as outside the
+#    overlap rows), and MHC_NO_PDL=1 (the three kernels one after another, so what the overlap
+#    itself buys).
 # Predicted (docs/performance.md, "The overlap rows"): pre normal_fold at H = 4096, T = 16384
 # ~330 -> 200-240 us (the collapse's second read of the streams from L2: 10 H bytes a token from
 # DRAM against 18 H), post_pre normal_fold ~640 -> ~520-560 us; mixes level or a few us slower
@@ -67,7 +68,7 @@ wait
 cat "$OUT/r/builds-done"
 P=../build-oprobe/tools/mhc
 for e in MHC_OVERLAP_FINALIZE_BLOCKS=16 MHC_OVERLAP_FINALIZE_BLOCKS=33 MHC_OVERLAP_FINALIZE_BLOCKS=66 \
-         MHC_OVERLAP_FINALIZE_BLOCKS=132 MHC_OVERLAP_GEMM_WARPS=8 MHC_NO_PDL=1; do
+         MHC_OVERLAP_FINALIZE_BLOCKS=132 MHC_OVERLAP_GEMM_WARPS=8 MHC_OVERLAP_COLLAPSE_CS=1 MHC_NO_PDL=1; do
   env $e timeout 20 $P bench --ops pre --modes normal_fold --H 4096,7168 --T 16384 --variant pre.cuda_n4_overlap \
     --budget-s 8 2>&1 | grep "^\[" | sed "s/^/[probe $e] /"
 done

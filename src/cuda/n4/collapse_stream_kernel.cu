@@ -36,7 +36,10 @@
 // finalize_kernel has stored it (before that token's Sinkhorn chain), waits for finalize_kernel to
 // complete only at its end, and then puts the mailbox's poison back for the next call. Its loads
 // and its first tokens' collapse thus overlap finalize_kernel (session 29: -1 to -3.5 us at
-// T = 1024, up to -10 at 16384).
+// T = 1024, up to -10 at 16384). kKeep (p.x_keep, the overlap rows, where the GEMM stage runs
+// beside this kernel and may read a token's streams after it): the streams' loads keep L2's
+// default eviction (ld.global.cg) rather than the streaming hint, so that a line this kernel
+// reads first is not the first evicted before the GEMM stage's read.
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows (the n4 envelope).
 #include "src/cuda/n4/collapse_row.cuh"
 #include "src/cuda/launch.cuh"
@@ -91,13 +94,24 @@ __device__ __forceinline__ void poll_pre(const float* box, float (&pre)[kN]) {
   }
 }
 
-template <int kVecs, bool kWide, bool kPost = false, bool kPoll = false>
+// A 16-byte load of the streams: streaming (the last read), or kKeep's default eviction.
+template <bool kKeep>
+__device__ __forceinline__ uint4 load_x(const bf16_t* p) {
+  if constexpr (kKeep) {
+    return ldcg16(p);
+  } else {
+    return ldcs16(p);
+  }
+}
+
+template <int kVecs, bool kWide, bool kPost = false, bool kPoll = false, bool kKeep = false>
 __global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB,
                                   kWide ? 1 : kPost ? MHC_POST_COLLAPSE_BLOCKS(kVecs) : MHC_COLLAPSE_STREAM_BLOCKS(kVecs))
     collapse_stream_kernel(const N4Params p) {
   static_assert(!kWide || kVecs == kBatch, "the wide shape: two vectors a thread, one batch");
   static_assert(!(kWide && kPost), "the post mode runs the 256-thread shape");
   static_assert(!(kPost && kPoll), "the post mode collapses with the carried pre");
+  static_assert(!kKeep || kPoll, "kKeep: the overlap rows' polling collapse");
   extern __shared__ uint4 s_row[];  // the wide shape's collapsed row, for the fold's chains
   __shared__ float scratch[kThreadsB / 32];
   pdl_launch_dependents();
@@ -157,7 +171,7 @@ __global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB,
       } else {
 #pragma unroll
         for (int j = 0; j < kN; ++j) {
-          r[q][j] = v < vecs && j < streams ? ldcs16(x + j * p.x_stream_stride + v * 8) : make_uint4(0, 0, 0, 0);
+          r[q][j] = v < vecs && j < streams ? load_x<kKeep>(x + j * p.x_stream_stride + v * 8) : make_uint4(0, 0, 0, 0);
         }
       }
     }
@@ -243,28 +257,28 @@ __global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB,
 }
 
 // The 256-thread shape with enough vectors a thread for p.H.
-template <bool kPost, bool kPoll = false>
+template <bool kPost, bool kPoll = false, bool kKeep = false>
 void launch_256(const N4Params& p, const LaunchCtx& ctx, dim3 grid) {
   const int64_t vecs = (p.H / 8 + kThreadsB - 1) / kThreadsB;  // per thread
   if (vecs <= 2) {
-    launch_kernel(collapse_stream_kernel<2, false, kPost, kPoll>, grid, kThreadsB, 0, ctx, p);
+    launch_kernel(collapse_stream_kernel<2, false, kPost, kPoll, kKeep>, grid, kThreadsB, 0, ctx, p);
   } else if (vecs <= 4) {
-    launch_kernel(collapse_stream_kernel<4, false, kPost, kPoll>, grid, kThreadsB, 0, ctx, p);
+    launch_kernel(collapse_stream_kernel<4, false, kPost, kPoll, kKeep>, grid, kThreadsB, 0, ctx, p);
   } else {
-    launch_kernel(collapse_stream_kernel<8, false, kPost, kPoll>, grid, kThreadsB, 0, ctx, p);
+    launch_kernel(collapse_stream_kernel<8, false, kPost, kPoll, kKeep>, grid, kThreadsB, 0, ctx, p);
   }
 }
 
 // The collapse alone in its shape for p.H (see the header), the pre read or polled.
-template <bool kPoll>
+template <bool kPoll, bool kKeep = false>
 void launch_collapse(const N4Params& p, const LaunchCtx& ctx, dim3 grid) {
   if (p.H > 4096 && p.H <= 6144) {  // the wide shape (see the header)
     const int threads = static_cast<int>(p.H / 16);
     const size_t row_bytes = p.rmsnorm_weight != nullptr ? static_cast<size_t>(p.H / 8) * 16 : 0;
-    launch_kernel(collapse_stream_kernel<kBatch, true, false, kPoll>, grid, threads, row_bytes, ctx, p);
+    launch_kernel(collapse_stream_kernel<kBatch, true, false, kPoll, kKeep>, grid, threads, row_bytes, ctx, p);
     return;
   }
-  launch_256<false, kPoll>(p, ctx, grid);
+  launch_256<false, kPoll, kKeep>(p, ctx, grid);
 }
 
 }  // namespace
@@ -288,7 +302,9 @@ void launch_collapse_stream_kernel(const N4Params& p, const LaunchCtx& ctx, bool
     launch_256<true>(p, ctx, grid);
     return;
   }
-  if (p.pre_poll) {
+  if (p.pre_poll && p.x_keep) {
+    launch_collapse<true, true>(p, ctx, grid);
+  } else if (p.pre_poll) {
     launch_collapse<true>(p, ctx, grid);
   } else {
     launch_collapse<false>(p, ctx, grid);
@@ -312,4 +328,8 @@ void mhc::cuda::n4::list_collapse_stream_kernels(KernelList& out) {
   add_kernel(out, collapse_stream_kernel<4, false, false, true>, "n4::collapse_stream_kernel<4, poll>");
   add_kernel(out, collapse_stream_kernel<8, false, false, true>, "n4::collapse_stream_kernel<8, poll>");
   add_kernel(out, collapse_stream_kernel<kBatch, true, false, true>, "n4::collapse_stream_kernel<2, wide, poll>");
+  add_kernel(out, collapse_stream_kernel<2, false, false, true, true>, "n4::collapse_stream_kernel<2, poll, keep>");
+  add_kernel(out, collapse_stream_kernel<4, false, false, true, true>, "n4::collapse_stream_kernel<4, poll, keep>");
+  add_kernel(out, collapse_stream_kernel<8, false, false, true, true>, "n4::collapse_stream_kernel<8, poll, keep>");
+  add_kernel(out, collapse_stream_kernel<kBatch, true, false, true, true>, "n4::collapse_stream_kernel<2, wide, poll, keep>");
 }

@@ -89,6 +89,7 @@ struct N4Params {
   // collapse polls its token's pre instead of waiting for finalize_kernel to complete, and orders
   // its own completion after it at the end (src/cuda/n4/staged.cu).
   bool pre_poll;
+  bool x_keep;               // the overlap rows' polling collapse: the streams' loads without the streaming hint
   const bf16_t* x; int64_t x_stride; int64_t x_stream_stride;  // the streams the collapse reads
   bool copy_x_out;           // collapse_stream_kernel also writes its broadcast x to residual_out's n streams
   const bf16_t* rmsnorm_weight; float rmsnorm_eps;

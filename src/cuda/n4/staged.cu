@@ -350,6 +350,9 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
     if (post_collapse || !s.has_collapse || !stage_runs('c')) continue;
     N4Params c = pre_buffer ? with_fresh_pre(s, slice_pre, kN) : s;
     c.pre_poll = polled;
+    // The overlap rows: the GEMM stage may read a token's streams after the collapse has (the
+    // diagnostics build's MHC_OVERLAP_COLLAPSE_CS=1 keeps the streaming hint, for A/B timing).
+    c.x_keep = overlap && polled && !diag_off("MHC_OVERLAP_COLLAPSE_CS");
     launch_collapse_stream_kernel(c, stage_ctx(ctx, 'c'));
   }
 }
