@@ -100,10 +100,12 @@ struct Workspace::Impl {
   // float the poison kPrePoison between calls (set here once, restored by each collapse that read it).
   float* pre_mailbox = nullptr;
   int64_t pre_mailbox_tokens = 0;
-  // The overlap rows' tile counters (staged.cu, N4Params::tile_arrivals): [tile_arrival_tiles]
-  // uint32, zeroed here once, zero again after each call (finalize_kernel's poll form).
+  // The overlap rows' counters (staged.cu): tile_arrivals [tile_arrival_tiles] (N4Params::
+  // tile_arrivals), then overlap_tail_kernel's 2 ticket counters (overlap_tickets); uint32, zeroed
+  // by Workspace::create, zero again after each call.
   uint32_t* tile_arrivals = nullptr;
   int64_t tile_arrival_tiles = 0;
+  uint32_t* overlap_tickets = nullptr;
   bool warmup = true;            // WorkspaceOptions::warmup: load every kernel at creation
   bool bind_stream = false;      // WorkspaceOptions::bind_stream: calls on another stream throw
   void* stream = nullptr;        // WorkspaceOptions::stream: the stream it is bound to

@@ -209,18 +209,20 @@ void cuda_create_workspace(Workspace::Impl& ws) {
   ws.scratch_bytes = cuda::n4_scratch_bytes(ws.max_tokens, ws.decode_tokens);
   // The decode kernel's counters sit after the scratch, 256-byte aligned, zeroed here once; the
   // staged plan's pre mailbox after them, poisoned here once (every byte 0xff: kPrePoison); the
-  // overlap rows' tile counters (one a 32-token tile of the mailbox's tokens) last, zeroed.
+  // overlap rows' counters last, zeroed: one a 32-token tile of the mailbox's tokens, then 2 tickets.
   const size_t barrier_offset = (ws.scratch_bytes + 255) / 256 * 256;
   ws.pre_mailbox_tokens = cuda::n4_pre_mailbox_tokens(ws.max_tokens);
   const size_t mailbox_bytes = static_cast<size_t>(ws.pre_mailbox_tokens) * 4 * sizeof(float);
   ws.tile_arrival_tiles = (ws.pre_mailbox_tokens + 31) / 32;
-  const size_t tile_bytes = static_cast<size_t>(ws.tile_arrival_tiles) * sizeof(uint32_t);
+  const size_t tile_bytes =
+      ws.tile_arrival_tiles > 0 ? static_cast<size_t>(ws.tile_arrival_tiles + 2) * sizeof(uint32_t) : 0;
   ws.device_memory = device_alloc(ws.device, barrier_offset + 256 + mailbox_bytes + tile_bytes);
   unsigned char* base = static_cast<unsigned char*>(ws.device_memory.get());
   ws.scratch = base;
   ws.decode_counters = reinterpret_cast<uint32_t*>(base + barrier_offset);
   ws.pre_mailbox = mailbox_bytes > 0 ? reinterpret_cast<float*>(base + barrier_offset + 256) : nullptr;
   ws.tile_arrivals = tile_bytes > 0 ? reinterpret_cast<uint32_t*>(base + barrier_offset + 256 + mailbox_bytes) : nullptr;
+  ws.overlap_tickets = tile_bytes > 0 ? ws.tile_arrivals + ws.tile_arrival_tiles : nullptr;
   {
     const DeviceGuard guard(ws.device.id);
     MHC_CUDA_CHECK(cudaMemset(ws.decode_counters, 0, 256));

@@ -30,17 +30,16 @@ std::vector<Variant> cuda_variants() {
       "collapse and one the epilogue)";
   // The overlap rows (staged.cu): explicit until measured, after the staged rows.
   constexpr const char* kOverlapMixes =
-      "gemm_kernel (overlapped: tile by tile, each tile counted) beside finalize_kernel (poll: takes each tile once "
-      "counted)";
+      "gemm_kernel (overlapped: tile by tile, each tile counted) beside overlap_tail_kernel (finalize_kernel's work on "
+      "each tile once counted)";
   constexpr const char* kOverlapPlan =
-      "gemm_kernel (overlapped) beside finalize_kernel (poll) beside collapse_stream_kernel (polls the pre mailbox): "
-      "the collapse re-reads the streams from L2";
+      "gemm_kernel (overlapped) beside overlap_tail_kernel (finalize_kernel's and collapse_stream_kernel's work, the "
+      "collapse polling the pre mailbox): the collapse re-reads the streams from L2";
   constexpr const char* kOverlapPostPre =
-      "post_kernel -> gemm_kernel (overlapped) beside finalize_kernel (poll) beside collapse_stream_kernel; shifted "
-      "mode: the post and the collapse in one pass -> gemm_kernel (overlapped) beside finalize_kernel (poll)";
+      "post_kernel -> gemm_kernel (overlapped) beside overlap_tail_kernel (finalize and collapse); shifted mode: the "
+      "post and the collapse in one pass -> gemm_kernel (overlapped) beside overlap_tail_kernel (finalize)";
   constexpr const char* kOverlapHead =
-      "gemm_kernel (overlapped) beside finalize_kernel (poll) beside collapse_stream_kernel (learned) | "
-      "collapse_stream_kernel";
+      "gemm_kernel (overlapped) beside overlap_tail_kernel (finalize and collapse) (learned) | collapse_stream_kernel";
   // The rows every operator with a mixes stage has, alike but for id and operator.
   auto decode_chunk = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kN4DecodeChunk, n4_decode_chunk_supports, n4_decode_chunk_run, kDecodeChunkPlan, "n4", n4_decode_chunk_prefer};

@@ -41,7 +41,7 @@ void n4_staged_wg_run(const detail::Problem& p);
 bool n4_staged_rb_supports(const detail::Problem& p);
 void n4_staged_rb_run(const detail::Problem& p);
 // The same plan with the GEMM stage, finalize_kernel and the collapse running at once, tile by
-// tile (overlap: gemm_kernel's overlapped form, finalize_kernel's poll form, the workspace's tile
+// tile (overlap: gemm_kernel's overlapped form, then overlap_tail_kernel, the workspace's tile
 // counters): the same bits.
 bool n4_staged_overlap_supports(const detail::Problem& p);
 void n4_staged_overlap_run(const detail::Problem& p);

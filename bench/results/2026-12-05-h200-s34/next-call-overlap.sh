@@ -3,23 +3,24 @@
 #   bash scripts/snap.sh .snap HEAD; cp <this file> .snap/call.sh; carry [".deps", ".snap"];
 #   run: cd .snap && OUT=/tmp/o MHC_S7_PREFILL='bash call.sh' bash scripts/device_session.sh prefill
 # About 9 minutes (the build ~3, a diagnostics build beside the tests).
-# 0. A smoke row with a 25 s limit: if the overlapped plan hangs (its finalize blocks poll the tile
-#    counters), the list stops there and says so, instead of spending the call on timeouts.
+# 0. A smoke row with a 25 s limit: if the overlapped plan hangs (its tail kernel's blocks poll the
+#    tile counters and the mailbox), the list stops there and says so, instead of spending the call
+#    on timeouts.
 # 1. Bits: GpuFamily (the overlap rows against staged, every mode with a mixes stage, T across the
 #    thresholds and the slices), the grid at H = 4096 / 5120 / 7168 / 16384 against the
 #    reference, GpuGraph and GpuDeterminism (the tile counters back at 0 after every call, eager and
 #    replayed), memcheck and synccheck over a small subset.
 # 2. Rows, staged against overlap in two rounds: pre, head, post_pre (both modes), mixes.
-# 3. The diagnostics build (-DMHC_GEMM_PROBE): finalize_kernel's poll blocks 16 / 33 / 66 / 132,
-#    the overlapped GEMM in 8 warps, the collapse's loads with the streaming hint (as outside the
-#    overlap rows), and MHC_NO_PDL=1 (the three kernels one after another, so what the overlap
-#    itself buys).
+# 3. The diagnostics build (-DMHC_GEMM_PROBE): the tail kernel's finalize-role blocks 16 / 33 / 66 /
+#    132, the overlapped GEMM in 8 warps, the collapse role's loads with the streaming hint (as
+#    outside the overlap rows), and MHC_NO_PDL=1 (the two kernels one after another, so what the
+#    overlap itself buys).
 # Predicted (docs/performance.md, "The overlap rows"): pre normal_fold at H = 4096, T = 16384
 # ~330 -> 200-240 us (the collapse's second read of the streams from L2: 10 H bytes a token from
 # DRAM against 18 H), post_pre normal_fold ~640 -> ~520-560 us; mixes level or a few us slower
-# (finalize_kernel hidden, the GEMM in 4 warps ~5% slower). If programmatic dependent launch does
-# not let the collapse start while the GEMM kernel two launches back still runs, pre gains only
-# finalize_kernel's ~20 us, and MHC_NO_PDL=1 lands within ~20 us of the default.
+# (finalize hidden, the GEMM in 4 warps ~5% slower). If the tail kernel's blocks find no room
+# beside the GEMM blocks, the two run one after another and MHC_NO_PDL=1 lands within a few us of
+# the default.
 grid() {  # the n4 grid cases of the modes given, at the H given
   local f="" m H hs=$1; shift
   for m in "$@"; do for H in $hs; do f="$f:Grid/GpuGrid.MatchesReference/${m}_n4_H$H"; done; done

@@ -77,7 +77,7 @@ struct N4Params {
   float* partials;           // [chunks][T][25] (partial_at)
   // The overlapped plan (staged.cu, cuda_n4_overlap): one counter per 32-token tile of the
   // slice, zero between launches; the GEMM stage adds 1 per (chunk, tile) item once its partials
-  // are stored, finalize_kernel's poll form waits for `chunks` and puts the 0 back. Null elsewhere.
+  // are stored, overlap_tail_kernel waits for `chunks` and puts the 0 back. Null elsewhere.
   uint32_t* tile_arrivals;
   // phase B
   bool has_mixes, has_collapse;
@@ -89,7 +89,7 @@ struct N4Params {
   // collapse polls its token's pre instead of waiting for finalize_kernel to complete, and orders
   // its own completion after it at the end (src/cuda/n4/staged.cu).
   bool pre_poll;
-  bool x_keep;               // the overlap rows' polling collapse: the streams' loads without the streaming hint
+  bool x_keep;               // overlap_tail_kernel's collapse role: the streams' loads without the streaming hint
   const bf16_t* x; int64_t x_stride; int64_t x_stream_stride;  // the streams the collapse reads
   bool copy_x_out;           // collapse_stream_kernel also writes its broadcast x to residual_out's n streams
   const bf16_t* rmsnorm_weight; float rmsnorm_eps;

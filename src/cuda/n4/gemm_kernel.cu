@@ -31,13 +31,13 @@
 // same A rows and B fragments; v = hi + (mid + lo); ((v_0 + v_1) + v_2) + v_3; the square sums
 // as fmaf chains over streams then elements from 0, then the xor 8, 4, 2, 1 butterfly.
 // The overlapped form (kOverlap, the cuda_n4_overlap rows: staged.cu): 4 warps, 136 KB, so that
-// finalize_kernel's and collapse_stream_kernel's blocks fit beside it on each multiprocessor and
-// run while it does. Block b keeps chunk b % chunks and takes the tiles g, g + G, .. of group
+// two of overlap_tail_kernel's blocks fit beside it on each multiprocessor and run while it
+// does. Block b keeps chunk b % chunks and takes the tiles g, g + G, .. of group
 // g = b / chunks (GroupTileItems): the grid walks the tiles in order. After an item's partials
 // are stored, lane 0 of its warp adds 1 to the tile's counter (p.tile_arrivals, a release at GPU
-// scope after __syncwarp), which finalize_kernel's poll form waits on. It lets the kernels after
-// it start (programmatic dependent launch) only once the kernel before it has completed
-// (pdl_wait first), so they may read what that kernel wrote without waiting themselves. Same
+// scope after __syncwarp), which overlap_tail_kernel waits on. It lets the kernel after it start
+// (programmatic dependent launch) only once the kernel before it has completed (pdl_wait
+// first), so that kernel may read what the one before wrote without waiting itself. Same
 // per-item arithmetic, so the same bits.
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows (any stream stride, 0 for a
 // broadcast residual); 200 KB of dynamic shared memory (configure_gemm_kernel), 136 KB for the

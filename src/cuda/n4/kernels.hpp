@@ -21,7 +21,7 @@ bool configure_mix_kernel(int device);
 /// gemm_kernel (gemm_kernel.cu): the mixes stage alone (no post), p.T tokens' partials.
 void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// gemm_kernel's overlapped form (the cuda_n4_overlap rows): the same partials, tile by tile,
-/// each (chunk, tile) item counted in p.tile_arrivals once stored (finalize_kernel's poll form).
+/// each (chunk, tile) item counted in p.tile_arrivals once stored (overlap_tail_kernel waits on it).
 void launch_gemm_overlap_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// Sets gemm_kernel's dynamic shared memory limits (200 KB; 136 KB for the overlapped form) on
 /// `device`; false where it has less.
@@ -70,10 +70,14 @@ bool configure_post_collapse_kernel(int device);
 /// the requested mixes and, where `pre` is not null, the fresh pre [p.T][4] (slice-relative) for
 /// collapse_stream_kernel, each token's before its Sinkhorn chain (the pre mailbox, N4Params::pre_poll).
 void launch_finalize_kernel(const N4Params& p, float* pre, bool grouped, const LaunchCtx& ctx);
-/// finalize_kernel's poll form (the cuda_n4_overlap rows): over chunk partials, launched while
-/// launch_gemm_overlap_kernel's grid runs; a block takes a 32-token tile once p.tile_arrivals
-/// counts all its chunks, puts the counter back to 0, and completes only after the GEMM stage.
-void launch_finalize_poll_kernel(const N4Params& p, float* pre, const LaunchCtx& ctx);
+/// overlap_tail_kernel (overlap_tail_kernel.cu, the cuda_n4_overlap rows): launched right after
+/// launch_gemm_overlap_kernel on m (the mixes' params, m.tile_arrivals set), finalize_kernel's
+/// work on each 32-token tile once its items are counted (the fresh pre to `pre`, the mailbox,
+/// where not null) and, where `collapse` is not null, collapse_stream_kernel's work on each token
+/// with its pre polled in `pre` (collapse->pre_poll). tickets: the workspace's [2], 0 between
+/// launches.
+void launch_overlap_tail_kernel(const N4Params& m, float* pre, const N4Params* collapse, uint32_t* tickets,
+                                const LaunchCtx& ctx);
 /// collapse_stream_kernel (collapse_stream_kernel.cu): the collapse alone, with the carried
 /// (p.pre_mix_in), identity or mean-head pre and the optional RMSNorm fold; with `post`, the
 /// post stage first (p.residual, p.layer_output -> p.residual_out) and the collapse of its

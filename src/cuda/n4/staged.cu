@@ -64,7 +64,7 @@ constexpr int64_t kGroupedTokens = 4096;
 // Which kernel runs the GEMM stage (the same contract and bits): gemm_wg_kernel (wgmma, the
 // staged_wg rows), gemm_kernel (mma.sync, where Workspace::create could give it 200 KB of shared
 // memory), gemm_rb_kernel (the staged_rb rows: at every T where its group runs fit, else
-// gemm_kernel), gemm_kernel's overlapped form with finalize_kernel's poll form (the overlap
+// gemm_kernel), gemm_kernel's overlapped form followed by overlap_tail_kernel (the overlap
 // rows, below), else mix_kernel without its post stage.
 enum class Gemm { kWgmma, kMma, kRegs, kOverlap, kMix };
 
@@ -278,13 +278,14 @@ bool post_collapse_bulk() { return !diag_off("MHC_POST_COLLAPSE_REGS"); }
 void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& m, Gemm gemm) {
   const LaunchCtx ctx = launch_ctx(p);
   // The overlap rows: the GEMM stage (gemm_kernel's overlapped form) counts each tile's items
-  // as they are stored, finalize_kernel's poll form takes each tile as soon as it is counted, and
-  // both are launched with programmatic dependent launch, so the GEMM stage, finalize_kernel and
-  // the polling collapse run at the same time, tile by tile. The collapse then re-reads a
-  // token's streams shortly after the GEMM stage read them, from L2 rather than DRAM: 10 H bytes
-  // a token from DRAM for pre and head where the stages one after another move 18 H. The GEMM
-  // stage lets the others start only once the kernel before it has completed, so the streams
-  // they read are complete (gemm_kernel.cu). Slices: at most the workspace's tile counters.
+  // as they are stored, and overlap_tail_kernel, launched right after it with programmatic
+  // dependent launch, takes each tile as soon as it is counted (finalize_kernel's work) and
+  // collapses each token once its pre is in the mailbox, so the three stages run at the same
+  // time, tile by tile. The collapse then re-reads a token's streams shortly after the GEMM stage
+  // read them, from L2 rather than DRAM: 10 H bytes a token from DRAM for pre and head where the
+  // stages one after another move 18 H. The GEMM stage lets the tail kernel start only once the
+  // kernel before it has completed, so the streams it reads are complete (gemm_kernel.cu).
+  // Slices: at most the workspace's tile counters.
   const bool overlap = gemm == Gemm::kOverlap;
   MHC_CHECK(!overlap || (stage_runs('g') && stage_runs('f')),
             "cuda_n4_overlap: the GEMM and finalize stages put the tile counters back; neither can be skipped");
@@ -313,7 +314,7 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
   // float of the mailbox is kPrePoison between calls; each collapse block puts its token's back
   // after reading it, so both kernels must run (the diagnostics build's skips use the scratch, and
   // MHC_NO_PRE_MAILBOX=1 there keeps the scratch for A/B timing).
-  // (In the overlap rows finalize_kernel is launched with programmatic dependent launch, but only
+  // (In the overlap rows the tail kernel is launched with programmatic dependent launch, but only
   // starts once the GEMM stage's kernel before has completed, which is what the mailbox needs.)
   const bool mailbox = pre_buffer && p.workspace->pre_mailbox != nullptr && !diag_off("MHC_NO_PRE_MAILBOX") &&
                        stage_runs('f') && stage_runs('c') && (!cf.pdl || overlap);
@@ -342,17 +343,22 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
     }
     const bool polled = mailbox && count <= p.workspace->pre_mailbox_tokens;
     float* slice_pre = polled ? p.workspace->pre_mailbox : pre;
+    const bool collapse = !post_collapse && s.has_collapse && stage_runs('c');
+    N4Params c = pre_buffer ? with_fresh_pre(s, slice_pre, kN) : s;
+    c.pre_poll = polled;
     if (overlap) {
-      launch_finalize_poll_kernel(sm, slice_pre, cf);
+      // overlap_tail_kernel: the finalize role, and the collapse role where it polls the mailbox
+      // (its stream loads without the streaming hint: the GEMM stage may read a line after it; the
+      // diagnostics build's MHC_OVERLAP_COLLAPSE_CS=1 keeps the hint, for A/B timing).
+      c.x_keep = !diag_off("MHC_OVERLAP_COLLAPSE_CS");
+      const bool tail_collapse = collapse && polled;
+      launch_overlap_tail_kernel(sm, slice_pre, tail_collapse ? &c : nullptr, p.workspace->overlap_tickets, cf);
+      if (!collapse || tail_collapse) continue;
+      c.x_keep = false;  // a collapse after the tail kernel (no mailbox): collapse_stream_kernel as ever
     } else if (stage_runs('f')) {
       launch_finalize_kernel(sm, slice_pre, grouped, cf);
     }
-    if (post_collapse || !s.has_collapse || !stage_runs('c')) continue;
-    N4Params c = pre_buffer ? with_fresh_pre(s, slice_pre, kN) : s;
-    c.pre_poll = polled;
-    // The overlap rows: the GEMM stage may read a token's streams after the collapse has (the
-    // diagnostics build's MHC_OVERLAP_COLLAPSE_CS=1 keeps the streaming hint, for A/B timing).
-    c.x_keep = overlap && polled && !diag_off("MHC_OVERLAP_COLLAPSE_CS");
+    if (!collapse) continue;
     launch_collapse_stream_kernel(c, stage_ctx(ctx, 'c'));
   }
 }

@@ -1,0 +1,146 @@
+// src/cuda/n4/finalize_run.cuh - finalize_kernel's work on one run of tokens (its header says
+// what it computes, the layouts and the order): the canonical sums of the run's partials into
+// shared memory, then each token's mixes epilogue on one thread. finalize_kernel runs it once a
+// block; overlap_tail_kernel's finalize role once a 32-token tile, after take_tile. One code, so
+// the same bits.
+#pragma once
+
+#include "src/cuda/n4/canonical.cuh"
+#include "src/cuda/n4/config.cuh"
+#include "src/cuda/ptx.cuh"
+
+namespace mhc::cuda::n4 {
+
+constexpr int kFinTokens = 32;       // tokens per block at most over chunk partials (one warp of epilogues)
+constexpr int kFinGroupTokens = 64;  // ... over group runs (8 loads a token and row: two warps of epilogues)
+constexpr int kFinThreads = 256;
+constexpr int kFinRoundTokens = kFinThreads / kPartial;  // 10: one element a thread (the round-batched form)
+constexpr int kRoundBatch = 8;      // the round-batched form's rounds in flight at once (8 x 8 loads)
+// Elements (token, row) a thread sums for a block of kTokens tokens.
+constexpr int elems_of(int tokens) { return (tokens * kPartial + kFinThreads - 1) / kFinThreads; }
+constexpr int kGroupTerms = kMaxChunks / kPartialSplit; // 16 terms per group
+
+struct FinalizeParams {
+  N4Params p;
+  float* pre;         // [p.T][4] fresh pre for the collapse, or null
+  int32_t per_block;  // tokens per block, 1 .. the kernel's kTokens
+};
+
+// Group g's sum once its real terms (chunks g, g + 8, .. < chunks, n_real of them) are added in
+// order: collapse_kernel adds all 16 terms, the missing ones as 0.0f; adding +0.0f k >= 1 times
+// equals adding it once (x + 0 = x except -0 + 0 = +0, and a NaN stays the canonical NaN), so
+// one +0.0f where a zero term exists, and 0.0f for a group without real terms. (No nsz: without
+// fast-math the compiler keeps x + 0.0f.)
+__device__ __forceinline__ float finish_group(float s, int n_real) {
+  if (n_real == 0) return 0.0f;
+  return n_real < kGroupTerms ? s + 0.0f : s;
+}
+
+/// The run [t0, t0 + count) of f.p's tokens (1 <= count <= kTokens), by every thread of a
+/// kFinThreads block: the sums into s_dot, a block barrier, then thread t's epilogue of token
+/// t0 + t, writing the mixes and, where f.pre is set, the fresh pre before the comb's chain.
+template <int kTokens, int kBatch, bool kGrouped, int kRounds>
+__device__ __forceinline__ void finalize_run(const FinalizeParams& f, int64_t t0, int count,
+                                             float (*s_dot)[kPartial]) {
+  constexpr int kElems = elems_of(kTokens);
+  const N4Params& p = f.p;
+  const int tid = threadIdx.x;
+  const int run = count * kPartial;                  // the block's floats of one chunk
+  const float* base = partial_at(p, t0, 0);
+  // Chunk partials: chunks in rounds of 8 (one per group), round i holding chunks 8 i .. 8 i + 7,
+  // term i of each group. Group runs: one round, run k holding group k's real terms summed.
+  const int64_t run_tokens = kGrouped ? (p.T + kTile - 1) / kTile * kTile : p.T;
+  const int64_t chunk_stride = run_tokens * kPartial;  // floats from one run to the next
+  const int rounds = kGrouped ? 1 : (p.chunks + kPartialSplit - 1) / kPartialSplit;
+  const int runs = kGrouped && p.chunks > kPartialSplit ? kPartialSplit : p.chunks;
+  if constexpr (kRounds > 0) {
+    if (tid < run) {
+      float g[kPartialSplit];                        // the thread's group sums
+#pragma unroll 1
+      for (int i0 = 0; i0 < rounds; i0 += kRounds) {
+        float v[kRounds][kPartialSplit];
+#pragma unroll
+        for (int b = 0; b < kRounds; ++b) {
+#pragma unroll
+          for (int k = 0; k < kPartialSplit; ++k) {
+            const int c = (i0 + b) * kPartialSplit + k;
+            v[b][k] = i0 + b < rounds && c < runs ? __ldcg(base + c * chunk_stride + tid) : 0.0f;
+          }
+        }
+#pragma unroll
+        for (int b = 0; b < kRounds; ++b) {
+#pragma unroll
+          for (int k = 0; k < kPartialSplit; ++k) {
+            if (i0 + b < rounds) g[k] = i0 + b == 0 ? v[b][k] : g[k] + v[b][k];
+          }
+        }
+      }
+      float s = finish_group(g[0], group_chunks(0, p.chunks));
+#pragma unroll
+      for (int k = 1; k < kPartialSplit; ++k) s += finish_group(g[k], group_chunks(k, p.chunks));
+      s_dot[tid / kPartial][tid % kPartial] = s;
+    }
+  }
+#pragma unroll 1
+  for (int e0 = 0; e0 < (kRounds > 0 ? 0 : kElems); e0 += kBatch) {
+    float g[kBatch][kPartialSplit];                  // group sums of this batch's elements
+    for (int i = 0; i < rounds; ++i) {
+      float v[kBatch][kPartialSplit];
+#pragma unroll
+      for (int k = 0; k < kPartialSplit; ++k) {
+        const int c = i * kPartialSplit + k;
+#pragma unroll
+        for (int e = 0; e < kBatch; ++e) {
+          const int idx = tid + (e0 + e) * kFinThreads;
+          v[e][k] = c < runs && idx < run ? __ldcg(base + c * chunk_stride + idx) : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < kBatch; ++e) {
+#pragma unroll
+        for (int k = 0; k < kPartialSplit; ++k) g[e][k] = i == 0 ? v[e][k] : g[e][k] + v[e][k];
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < kBatch; ++e) {
+      const int idx = tid + (e0 + e) * kFinThreads;
+      if (idx < run) {
+        // The 8 group sums in order from group 0.
+        float s = finish_group(g[e][0], group_chunks(0, p.chunks));
+#pragma unroll
+        for (int k = 1; k < kPartialSplit; ++k) s += finish_group(g[e][k], group_chunks(k, p.chunks));
+        s_dot[idx / kPartial][idx % kPartial] = s;
+      }
+    }
+  }
+  __syncthreads();
+  if (tid < count) {
+    const int64_t t = t0 + tid;
+    // The pre and post outputs, then the fresh pre into the buffer, then the comb's Sinkhorn
+    // chain: a collapse may be polling for the pre (the pre mailbox: a NaN is stored as the
+    // canonical NaN, never the mailbox's poison).
+    float pre[kN];
+    mixes_epilogue<kN>(p.epi, s_dot[tid], s_dot[tid][kRows], p.inv_k, t, pre, kEpiPrePost);
+    if (f.pre != nullptr) {
+#pragma unroll
+      for (int j = 0; j < kN; ++j) pre[j] = isnan(pre[j]) ? __int_as_float(0x7fffffff) : pre[j];
+      *reinterpret_cast<float4*>(f.pre + t * kN) = make_float4(pre[0], pre[1], pre[2], pre[3]);
+    }
+    mixes_epilogue<kN>(p.epi, s_dot[tid], s_dot[tid][kRows], p.inv_k, t, pre, kEpiComb);
+  }
+}
+
+/// The overlap rows: thread 0 waits until tile `tile`'s counter (p.tile_arrivals, added to by the
+/// GEMM stage's overlapped form once an item's partials are stored) counts every chunk, with an
+/// acquire at GPU scope, and puts 0 back (nothing else touches the counter in this launch; the
+/// next launch finds it 0). The caller's block barrier then orders the tile's loads after it.
+__device__ __forceinline__ void take_tile(const N4Params& p, int64_t tile) {
+  if (threadIdx.x == 0) {
+    uint32_t* counter = p.tile_arrivals + tile;
+    while (ld_acquire_gpu(counter) < static_cast<uint32_t>(p.chunks)) {
+    }
+    *counter = 0u;
+  }
+}
+
+}  // namespace mhc::cuda::n4

@@ -1,0 +1,144 @@
+// src/cuda/n4/overlap_tail_kernel.cu - the overlap rows' second kernel (cuda_n4_overlap,
+// staged.cu): finalize_kernel's work and collapse_stream_kernel's work in one launch, running
+// beside gemm_kernel's overlapped form, tile by tile.
+//
+// What it computes: the same outputs, bit for bit, as finalize_kernel then collapse_stream_kernel
+// with the pre mailbox: the canonical sums of each 32-token tile's chunk partials and the mixes
+// epilogue (finalize_run.cuh), each token's fresh pre stored in the mailbox before its comb's
+// Sinkhorn chain, and each token's collapse with its RMSNorm fold (collapse_token.cuh, the
+// 256-thread shape at every H), which polls its pre there.
+// Grid mapping: fin_blocks + (collapse ? T : 0) blocks of 256 threads. A block's role is its
+// ticket (an atomic add on the workspace's ticket counter as it starts), not its index, so a block
+// only ever waits for blocks that started before it:
+//   tickets 0 .. fin_blocks - 1: the finalize role, persistent, tiles ticket, ticket + fin_blocks,
+//     ..; each once its counter counts every chunk (take_tile), the GEMM kernel's items of the tile
+//     having been stored;
+//   the others: the collapse role, token ticket - fin_blocks: its streams' loads first, then its
+//     pre polled in the mailbox (a finalize-role block, started earlier, stores it), the collapse,
+//     the fold.
+// The GEMM kernel starts this one (programmatic dependent launch) only once every GEMM block has
+// started and the kernel before the GEMM has completed, so nothing here waits on a block that is
+// not running. Each role ends with pdl_wait, so this kernel completes after the GEMM kernel; the
+// last block to finish puts the ticket counters back to 0 for the next launch.
+// Accumulation: finalize_kernel's and collapse_stream_kernel's (their headers).
+// Envelope: the n4 envelope; p.T <= the workspace's tile counters x 32; the pre mailbox for the
+// collapse role.
+#include <cstdlib>
+
+#include "src/cuda/launch.cuh"
+#include "src/cuda/n4/collapse_token.cuh"
+#include "src/cuda/n4/finalize_run.cuh"
+#include "src/cuda/n4/kernels.hpp"
+
+namespace mhc::cuda::n4 {
+
+namespace {
+
+static_assert(kFinThreads == kThreadsB, "one block shape for both roles");
+constexpr int kTailBatch = 2;  // finalize role: element batches of 2 (finalize_kernel<32, 4, 2>'s)
+
+struct TailParams {
+  FinalizeParams f;      // the mixes' params (the GEMM stage's slice), the mailbox, kTile tokens a run
+  N4Params c;            // the collapse's params (the mailbox as its polled pre)
+  uint32_t* tickets;     // [2]: tickets handed out, blocks finished; 0 between launches
+  int32_t fin_blocks;    // blocks of the finalize role
+  int64_t collapse_tokens;  // blocks of the collapse role (0: no collapse)
+};
+
+// Registers: beside a GEMM block (184 x 128 threads allocated) the register file holds two
+// 256-thread blocks of at most 80 registers each; the bound of 3 blocks caps them at 80 (<8>, H >
+// 8192, needs more: one block there).
+template <int kVecs, bool kKeep>
+__global__ void __launch_bounds__(kThreadsB, kVecs <= 4 ? 3 : 2) overlap_tail_kernel(const TailParams d) {
+  __shared__ float s_dot[kTile][kPartial];
+  __shared__ float scratch[kThreadsB / 32];
+  __shared__ uint32_t s_ticket;
+  pdl_launch_dependents();
+  if (threadIdx.x == 0) s_ticket = atomicAdd(d.tickets, 1u);
+  __syncthreads();
+  const uint32_t ticket = s_ticket;
+  if (ticket < static_cast<uint32_t>(d.fin_blocks)) {
+    const N4Params& p = d.f.p;
+    const int64_t tiles = (p.T + kTile - 1) / kTile;
+#pragma unroll 1
+    for (int64_t tile = ticket; tile < tiles; tile += d.fin_blocks) {
+      take_tile(p, tile);
+      __syncthreads();  // the tile's loads after thread 0's acquire; s_dot's last readers are done
+      const int64_t t0 = tile * kTile;
+      const int count = static_cast<int>(p.T - t0 < kTile ? p.T - t0 : kTile);
+      finalize_run<kTile, kTailBatch, false, 0>(d.f, t0, count, s_dot);
+    }
+    pdl_wait();  // complete only after the GEMM kernel
+  } else {
+    // The collapse role (collapse_token ends with pdl_wait and puts the mailbox's poison back).
+    collapse_token<kVecs, false, false, true, kKeep>(d.c, static_cast<int64_t>(ticket) - d.fin_blocks, nullptr,
+                                                      scratch);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && atomicAdd(d.tickets + 1, 1u) == gridDim.x - 1) {
+    d.tickets[0] = 0u;  // every block has taken its ticket and finished: visible to the next launch
+    d.tickets[1] = 0u;
+  }
+}
+
+template <int kVecs>
+void launch_tail_as(const TailParams& d, unsigned blocks, bool keep, const LaunchCtx& ctx) {
+  if (keep) {
+    launch_kernel(overlap_tail_kernel<kVecs, true>, dim3(blocks), kThreadsB, 0, ctx, d);
+  } else {
+    launch_kernel(overlap_tail_kernel<kVecs, false>, dim3(blocks), kThreadsB, 0, ctx, d);
+  }
+}
+
+}  // namespace
+
+void launch_overlap_tail_kernel(const N4Params& m, float* pre, const N4Params* collapse, uint32_t* tickets,
+                                const LaunchCtx& ctx) {
+  if (m.T <= 0) return;
+  MHC_CHECK(m.tile_arrivals != nullptr && tickets != nullptr, "overlap_tail_kernel: no tile counters");
+  MHC_CHECK(pre == nullptr || (reinterpret_cast<uintptr_t>(pre) & 15u) == 0, "overlap_tail_kernel: pre alignment");
+  MHC_CHECK(collapse == nullptr || (collapse->pre_poll && collapse->T == m.T && collapse->pre_mix_in == pre),
+            "overlap_tail_kernel: the collapse role polls the finalize role's mailbox");
+  // Finalize-role blocks: every second multiprocessor by default. Counted, not measured: a tile's
+  // loads are 8 (H = 4096) to 14 (7168) dependent L2 round trips, ~1 us each under load, then its
+  // epilogue's ~2 us chain, so ~10-16 us a tile; at ~2.6 tiles a us (pre at H = 4096, T = 16384 in
+  // 200 us) ~40 blocks keep up. The diagnostics build's MHC_OVERLAP_FINALIZE_BLOCKS sets it.
+  const int64_t tiles = (m.T + kTile - 1) / kTile;
+  int64_t fin = ctx.num_sms > 1 ? (ctx.num_sms + 1) / 2 : 1;
+#ifdef MHC_GEMM_PROBE
+  if (const char* env = std::getenv("MHC_OVERLAP_FINALIZE_BLOCKS"); env != nullptr && std::atoi(env) > 0) {
+    fin = std::atoi(env);
+  }
+#endif
+  fin = fin > tiles ? tiles : fin;
+  TailParams d{};
+  d.f = FinalizeParams{m, pre, kTile};
+  if (collapse != nullptr) d.c = *collapse;
+  d.tickets = tickets;
+  d.fin_blocks = static_cast<int32_t>(fin);
+  d.collapse_tokens = collapse != nullptr ? m.T : 0;
+  const int64_t blocks = fin + d.collapse_tokens;
+  MHC_CHECK(blocks < (int64_t{1} << 31), "overlap_tail_kernel: too many tokens in one launch");
+  const bool keep = collapse != nullptr && collapse->x_keep;
+  // The collapse role's shape: collapse_stream_kernel's 256-thread shape for H (vectors a thread).
+  const int64_t h_vecs = collapse != nullptr ? (collapse->H / 8 + kThreadsB - 1) / kThreadsB : 2;
+  if (h_vecs <= 2) {
+    launch_tail_as<2>(d, static_cast<unsigned>(blocks), keep, ctx);
+  } else if (h_vecs <= 4) {
+    launch_tail_as<4>(d, static_cast<unsigned>(blocks), keep, ctx);
+  } else {
+    launch_tail_as<8>(d, static_cast<unsigned>(blocks), keep, ctx);
+  }
+}
+
+}  // namespace mhc::cuda::n4
+
+#include "src/cuda/kernel_list.cuh"
+void mhc::cuda::n4::list_overlap_tail_kernels(KernelList& out) {
+  add_kernel(out, overlap_tail_kernel<2, false>, "n4::overlap_tail_kernel<2>");
+  add_kernel(out, overlap_tail_kernel<4, false>, "n4::overlap_tail_kernel<4>");
+  add_kernel(out, overlap_tail_kernel<8, false>, "n4::overlap_tail_kernel<8>");
+  add_kernel(out, overlap_tail_kernel<2, true>, "n4::overlap_tail_kernel<2, keep>");
+  add_kernel(out, overlap_tail_kernel<4, true>, "n4::overlap_tail_kernel<4, keep>");
+  add_kernel(out, overlap_tail_kernel<8, true>, "n4::overlap_tail_kernel<8, keep>");
+}
