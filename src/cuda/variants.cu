@@ -81,6 +81,9 @@ std::vector<Variant> cuda_variants() {
        "decode_chunk_kernel up to the decode limit, else gemm_kernel (gemm_group_kernel from 4096 tokens a slice) -> "
        "finalize_kernel (the embedding as 4 "
        "quarter-rows against fn_b); then collapse_stream_kernel (writes the materialised residual_out)", "n4b"},
+      {"pre_broadcast.cuda_n4b_overlap", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_overlap_b_supports, n4_overlap_b_run,
+       "gemm_kernel (overlapped) beside overlap_tail_kernel (finalize and collapse), the embedding as 4 quarter-rows "
+       "against fn_b at every T: the collapse re-reads the embedding from L2", "n4b"},
       decode_chunk("pre_broadcast.cuda_n4_decode_chunk", Op::kPreBroadcast),
       decode("pre_broadcast.cuda_n4_decode", Op::kPreBroadcast),
       {"pre_broadcast.cuda_n4", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},

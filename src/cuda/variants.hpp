@@ -50,6 +50,9 @@ void n4_staged_overlap_run(const detail::Problem& p);
 // gemm_kernel -> finalize_kernel), then collapse_stream_kernel.
 bool n4_staged_b_supports(const detail::Problem& p);
 void n4_staged_b_run(const detail::Problem& p);
+// The same mixes and collapse in the overlap rows at every T (family n4b).
+bool n4_overlap_b_supports(const detail::Problem& p);
+void n4_overlap_b_run(const detail::Problem& p);
 /// Where the dispatcher prefers the staged plan (T >= kStagedPreferTokens), and for post_pre
 /// (T >= kStagedPreferPostPre).
 bool n4_staged_prefer(const detail::Problem& p);

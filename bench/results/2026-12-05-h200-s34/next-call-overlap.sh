@@ -10,7 +10,8 @@
 #    thresholds and the slices), the grid at H = 4096 / 5120 / 7168 / 16384 against the
 #    reference, GpuGraph and GpuDeterminism (the tile counters back at 0 after every call, eager and
 #    replayed), memcheck and synccheck over a small subset.
-# 2. Rows, staged against overlap in two rounds: pre, head, post_pre (both modes), mixes.
+# 2. Rows, staged against overlap in two rounds: pre, head, post_pre (both modes), mixes,
+#    pre_broadcast (cuda_n4b_staged against cuda_n4b_overlap).
 # 3. The diagnostics build (-DMHC_GEMM_PROBE): the tail kernel's finalize-role blocks 16 / 33 / 66 /
 #    132, the overlapped GEMM in 8 warps, the collapse role's loads with the streaming hint (as
 #    outside the overlap rows), and MHC_NO_PDL=1 (the two kernels one after another, so what the
@@ -43,12 +44,12 @@ if [ $rc -ne 0 ]; then
   exit 0
 fi
 # 1. bits
-export MHC_TEST_VARIANTS=cuda_n4_staged,cuda_n4_overlap
+export MHC_TEST_VARIANTS=cuda_n4_staged,cuda_n4_overlap,cuda_n4b_staged,cuda_n4b_overlap
 run_t ofam 200 'Modes/GpuFamily.*/mixes*:Modes/GpuFamily.*/pre_*:Modes/GpuFamily.*/post_pre_*:Modes/GpuFamily.*/head_learned*'
-export MHC_TEST_VARIANTS=cuda_n4_overlap
-run_t ogrid 150 "$(grid "4096 5120 7168 16384" mixes pre_computed_norm post_pre_normal_norm post_pre_shifted_norm head_learned_norm)"
-run_t ograph 120 'Modes/GpuGraph.*/pre_computed*:Modes/GpuGraph.*/post_pre_*:Modes/GpuGraph.*/head_learned*:Modes/GpuDeterminism.*/pre_computed*:Modes/GpuDeterminism.*/post_pre_normal*:Modes/GpuDeterminism.*/mixes*'
-san_t memcheck 90 "$(grid 4096 pre_computed_norm post_pre_normal_norm head_learned_norm)"
+export MHC_TEST_VARIANTS=cuda_n4_overlap,cuda_n4b_overlap
+run_t ogrid 150 "$(grid "4096 5120 7168 16384" mixes pre_computed_norm post_pre_normal_norm post_pre_shifted_norm head_learned_norm pre_broadcast_computed pre_broadcast_computed_norm)"
+run_t ograph 120 'Modes/GpuGraph.*/pre_computed*:Modes/GpuGraph.*/post_pre_*:Modes/GpuGraph.*/head_learned*:Modes/GpuGraph.*/pre_broadcast_computed*:Modes/GpuDeterminism.*/pre_computed*:Modes/GpuDeterminism.*/post_pre_normal*:Modes/GpuDeterminism.*/mixes*'
+san_t memcheck 90 "$(grid 4096 pre_computed_norm post_pre_normal_norm head_learned_norm pre_broadcast_computed)"
 san_t synccheck 90 "$(grid 4096 pre_computed_norm post_pre_normal_norm)"
 unset MHC_TEST_VARIANTS
 # 2. rows
@@ -62,6 +63,8 @@ for round in 1 2; do
       --variant head.cuda_n4_$v --budget-s 8 2>&1 | grep "^\[" | sed "s/^/[$v $round] /"
     timeout 20 "$BD/tools/mhc" bench --ops mixes --modes plain --H 4096,7168 --T 4096,16384 \
       --variant mixes.cuda_n4_$v --budget-s 8 2>&1 | grep "^\[" | sed "s/^/[$v $round] /"
+    timeout 20 "$BD/tools/mhc" bench --ops pre_broadcast --modes normal_fold --H 4096,7168 --T 4096,16384 \
+      --variant pre_broadcast.cuda_n4b_$v --budget-s 8 2>&1 | grep "^\[" | sed "s/^/[$v $round] /"
   done
 done
 # 3. the diagnostics build's knobs

@@ -384,12 +384,14 @@ bool n4_staged_b_supports(const detail::Problem& p) {
 // residual_out (where asked for) from the e it loads: e is read twice (mixes, collapse), 14 H
 // bytes a token against the op's 12 H. Up to the workspace's decode limit the mixes run in
 // decode_chunk_kernel instead of gemm_kernel and finalize_kernel (the same bits).
-void n4_staged_b_run(const detail::Problem& p) {
-  MHC_CHECK(n4_staged_b_supports(p), detail::op_name(p.op), ": cuda_n4b_staged does not support this call");
-  MHC_CHECK(p.workspace->scratch != nullptr, detail::op_name(p.op), ": cuda_n4b_staged needs a workspace");
-  if (p.T <= 0) return;
+namespace {
+
+// pre_broadcast's two problems: the collapse's c (the real H, the embedding at stream stride 0,
+// the materialised residual_out written from the embedding it loads) and the mixes' m (the
+// embedding as 4 quarter-rows against fn_b).
+void broadcast_problems(const detail::Problem& p, N4Params& c, N4Params& m) {
   const N4Params k = n4_params(p);
-  N4Params m = k;  // the mixes' virtual problem
+  m = k;
   m.H = k.H / kN;
   m.chunks = static_cast<int32_t>(k.H / kSliceK);
   m.x = k.residual;
@@ -399,8 +401,34 @@ void n4_staged_b_run(const detail::Problem& p) {
   m.res_stream_stride = m.x_stream_stride;
   m.fn_frag = reinterpret_cast<const uint2*>(p.weights->d_fn_b_frag);
   m.inv_k = 1.0f / static_cast<float>(k.H);
-  N4Params c = k;  // the collapse writes the materialised residual_out from the embedding it reads
+  c = k;
   c.copy_x_out = k.residual_out != nullptr;
+}
+
+}  // namespace
+
+bool n4_overlap_b_supports(const detail::Problem& p) {
+  return n4_staged_b_supports(p) && p.workspace->tile_arrivals != nullptr;
+}
+
+// pre_broadcast in the overlap rows: the mixes of the embedding's quarter-rows through
+// gemm_kernel's overlapped form and overlap_tail_kernel at every T, the collapse re-reading the
+// embedding from L2 (4 H bytes a token from DRAM against 6 H; the same bits, family n4b).
+void n4_overlap_b_run(const detail::Problem& p) {
+  MHC_CHECK(n4_overlap_b_supports(p), detail::op_name(p.op), ": cuda_n4b_overlap does not support this call");
+  MHC_CHECK(p.workspace->scratch != nullptr, detail::op_name(p.op), ": cuda_n4b_overlap needs a workspace");
+  if (p.T <= 0) return;
+  N4Params c, m;
+  broadcast_problems(p, c, m);
+  staged_slices(p, c, m, Gemm::kOverlap);
+}
+
+void n4_staged_b_run(const detail::Problem& p) {
+  MHC_CHECK(n4_staged_b_supports(p), detail::op_name(p.op), ": cuda_n4b_staged does not support this call");
+  MHC_CHECK(p.workspace->scratch != nullptr, detail::op_name(p.op), ": cuda_n4b_staged needs a workspace");
+  if (p.T <= 0) return;
+  N4Params c, m;
+  broadcast_problems(p, c, m);
   if (p.T > p.workspace->decode_tokens || !decode_chunk_supports(m.H)) {
     staged_slices(p, c, m, Gemm::kMma);
     return;
