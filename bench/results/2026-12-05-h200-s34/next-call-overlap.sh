@@ -2,14 +2,16 @@
 # for the overlap rows (`*.cuda_n4_overlap`, on main since 5455390, explicit, not dispatched):
 #   bash scripts/snap.sh .snap HEAD; cp <this file> .snap/call.sh; carry [".deps", ".snap"];
 #   run: cd .snap && OUT=/tmp/o MHC_S7_PREFILL='bash call.sh' bash scripts/device_session.sh prefill
-# About 9 minutes (the build ~3, a diagnostics build beside the tests).
+# About 9-10 minutes (the build ~3, a diagnostics build beside the tests); if the call's limit
+# nears, section 3 is the one to drop.
 # 0. A smoke row with a 25 s limit: if the overlapped plan hangs (its tail kernel's blocks poll the
 #    tile counters and the mailbox), the list stops there and says so, instead of spending the call
 #    on timeouts.
 # 1. Bits: GpuFamily (the overlap rows against staged, every mode with a mixes stage, T across the
 #    thresholds and the slices), the grid at H = 4096 / 5120 / 7168 / 16384 against the
 #    reference, GpuGraph and GpuDeterminism (the tile counters back at 0 after every call, eager and
-#    replayed), memcheck and synccheck over a small subset.
+#    replayed), GpuBatch's T = 600 in three 256-token slices against tokens alone, memcheck and
+#    synccheck over a small subset.
 # 2. Rows, staged against overlap in two rounds: pre, head, post_pre (both modes), mixes,
 #    pre_broadcast (cuda_n4b_staged against cuda_n4b_overlap).
 # 3. The diagnostics build (-DMHC_GEMM_PROBE): the tail kernel's finalize-role blocks 16 / 33 / 66 /
@@ -49,6 +51,7 @@ run_t ofam 200 'Modes/GpuFamily.*/mixes*:Modes/GpuFamily.*/pre_*:Modes/GpuFamily
 export MHC_TEST_VARIANTS=cuda_n4_overlap,cuda_n4b_overlap
 run_t ogrid 150 "$(grid "4096 5120 7168 16384" mixes pre_computed_norm post_pre_normal_norm post_pre_shifted_norm head_learned_norm pre_broadcast_computed pre_broadcast_computed_norm)"
 run_t ograph 120 'Modes/GpuGraph.*/pre_computed*:Modes/GpuGraph.*/post_pre_*:Modes/GpuGraph.*/head_learned*:Modes/GpuGraph.*/pre_broadcast_computed*:Modes/GpuDeterminism.*/pre_computed*:Modes/GpuDeterminism.*/post_pre_normal*:Modes/GpuDeterminism.*/mixes*'
+run_t obatch 120 'Modes/GpuBatch.TokenAloneAndInSliceEqualBatch/pre_computed*:Modes/GpuBatch.TokenAloneAndInSliceEqualBatch/post_pre_*:Modes/GpuBatch.TokenAloneAndInSliceEqualBatch/pre_broadcast_computed*'
 san_t memcheck 90 "$(grid 4096 pre_computed_norm post_pre_normal_norm head_learned_norm pre_broadcast_computed)"
 san_t synccheck 90 "$(grid 4096 pre_computed_norm post_pre_normal_norm)"
 unset MHC_TEST_VARIANTS
