@@ -130,6 +130,60 @@ __device__ __forceinline__ void finalize_run(const FinalizeParams& f, int64_t t0
   }
 }
 
+/// The overlap rows' early pre: the fresh pre of the run [t0, t0 + count) of f.p's tokens into
+/// f.pre, before finalize_run sums the run's other rows, so that a collapse polling the mailbox
+/// waits for 5 of a token's 25 sums rather than all 25 and the epilogue. Thread e < 5 count sums
+/// element (token e / 5, row e % 5, row 4 standing for the sum of squares, row 24) exactly as
+/// finalize_run sums it (the same rounds, groups and zero terms), kRounds rounds of its loads at
+/// a time; then thread t < count forms token t0 + t's pre by mixes_pre, the epilogue's own first
+/// part, so the bits are finalize_run's. The caller runs finalize_run with f.pre = null after it.
+/// s_pre: count x 5 floats of shared memory.
+template <int kRounds>
+__device__ __forceinline__ void early_pre(const FinalizeParams& f, int64_t t0, int count, float (*s_pre)[kN + 1]) {
+  const N4Params& p = f.p;
+  const int tid = threadIdx.x;
+  const float* base = partial_at(p, t0, 0);
+  const int64_t chunk_stride = p.T * kPartial;
+  const int rounds = (p.chunks + kPartialSplit - 1) / kPartialSplit;
+  if (tid < count * (kN + 1)) {
+    const int tok = tid / (kN + 1), q = tid % (kN + 1);
+    const int idx = tok * kPartial + (q < kN ? q : kRows);
+    float g[kPartialSplit];
+#pragma unroll 1
+    for (int i0 = 0; i0 < rounds; i0 += kRounds) {
+      float v[kRounds][kPartialSplit];
+#pragma unroll
+      for (int b = 0; b < kRounds; ++b) {
+#pragma unroll
+        for (int k = 0; k < kPartialSplit; ++k) {
+          const int c = (i0 + b) * kPartialSplit + k;
+          v[b][k] = i0 + b < rounds && c < p.chunks ? __ldcg(base + c * chunk_stride + idx) : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kRounds; ++b) {
+#pragma unroll
+        for (int k = 0; k < kPartialSplit; ++k) {
+          if (i0 + b < rounds) g[k] = i0 + b == 0 ? v[b][k] : g[k] + v[b][k];
+        }
+      }
+    }
+    float s = finish_group(g[0], group_chunks(0, p.chunks));
+#pragma unroll
+    for (int k = 1; k < kPartialSplit; ++k) s += finish_group(g[k], group_chunks(k, p.chunks));
+    s_pre[tok][q] = s;
+  }
+  __syncthreads();
+  if (tid < count) {
+    float pre[kN];
+    mixes_pre<kN>(p.epi, s_pre[tid], s_pre[tid][kN], p.inv_k, pre);
+    // as finalize_run's store: a NaN as the canonical NaN, never the mailbox's poison
+#pragma unroll
+    for (int j = 0; j < kN; ++j) pre[j] = isnan(pre[j]) ? __int_as_float(0x7fffffff) : pre[j];
+    *reinterpret_cast<float4*>(f.pre + (t0 + tid) * kN) = make_float4(pre[0], pre[1], pre[2], pre[3]);
+  }
+}
+
 /// The overlap rows: thread 0 waits until tile `tile`'s counter (p.tile_arrivals, added to by the
 /// GEMM stage's overlapped form once an item's partials are stored) counts every chunk, with an
 /// acquire at GPU scope, and puts 0 back (nothing else touches the counter in this launch; the
