@@ -40,11 +40,10 @@ constexpr int kTailBatch = 2;  // finalize role: element batches of 2 (finalize_
 constexpr int kPreRounds = 4;  // early_pre: rounds of 8 loads in flight at once (1 round trip at H = 4096, 2 at 7168)
 
 struct TailParams {
-  FinalizeParams f;      // the mixes' params (the GEMM stage's slice), the mailbox, kTile tokens a run
-  N4Params c;            // the collapse's params (the mailbox as its polled pre)
-  uint32_t* tickets;     // [2]: tickets handed out, blocks finished; 0 between launches
-  int32_t fin_blocks;    // blocks of the finalize role
-  int64_t collapse_tokens;  // blocks of the collapse role (0: no collapse)
+  FinalizeParams f;   // the mixes' params (the GEMM stage's slice), the mailbox, kTile tokens a run
+  N4Params c;         // the collapse's params (the mailbox as its polled pre)
+  uint32_t* tickets;  // [2]: tickets handed out, blocks finished; 0 between launches
+  int32_t fin_blocks; // blocks of the finalize role (the collapse role's: T, where it runs)
 };
 
 // Registers: beside a GEMM block (184 x 128 threads allocated) the register file holds two
@@ -63,9 +62,9 @@ __global__ void __launch_bounds__(kThreadsB, kVecs <= 4 ? 3 : 2) overlap_tail_ke
   if (ticket < static_cast<uint32_t>(d.fin_blocks)) {
     const N4Params& p = d.f.p;
     const int64_t tiles = (p.T + kTile - 1) / kTile;
-#pragma unroll 1
     FinalizeParams rest = d.f;  // finalize_run after early_pre: the pre is in the mailbox already
     rest.pre = nullptr;
+#pragma unroll 1
     for (int64_t tile = ticket; tile < tiles; tile += d.fin_blocks) {
       take_tile(p, tile);
       __syncthreads();  // the tile's loads after thread 0's acquire; s_dot's last readers are done
@@ -126,8 +125,7 @@ void launch_overlap_tail_kernel(const N4Params& m, float* pre, const N4Params* c
   if (collapse != nullptr) d.c = *collapse;
   d.tickets = tickets;
   d.fin_blocks = static_cast<int32_t>(fin);
-  d.collapse_tokens = collapse != nullptr ? m.T : 0;
-  const int64_t blocks = fin + d.collapse_tokens;
+  const int64_t blocks = fin + (collapse != nullptr ? m.T : 0);
   MHC_CHECK(blocks < (int64_t{1} << 31), "overlap_tail_kernel: too many tokens in one launch");
   const bool keep = collapse != nullptr && collapse->x_keep;
   // The collapse role's shape: collapse_stream_kernel's 256-thread shape for H (vectors a thread).
