@@ -221,7 +221,8 @@ void cuda_create_workspace(Workspace::Impl& ws) {
   ws.scratch = base;
   ws.decode_counters = reinterpret_cast<uint32_t*>(base + barrier_offset);
   ws.pre_mailbox = mailbox_bytes > 0 ? reinterpret_cast<float*>(base + barrier_offset + 256) : nullptr;
-  ws.tile_arrivals = tile_bytes > 0 ? reinterpret_cast<uint32_t*>(base + barrier_offset + 256 + mailbox_bytes) : nullptr;
+  unsigned char* counters = base + barrier_offset + 256 + mailbox_bytes;
+  ws.tile_arrivals = tile_bytes > 0 ? reinterpret_cast<uint32_t*>(counters) : nullptr;
   ws.overlap_tickets = tile_bytes > 0 ? ws.tile_arrivals + ws.tile_arrival_tiles : nullptr;
   {
     const DeviceGuard guard(ws.device.id);
