@@ -1,9 +1,10 @@
 # Prepared in session 34 (not run). Call 2 of 2 for the overlap rows, right after
 # next-call-overlap.sh on the warm machine (the same .snap, the same invocation; the build is then
 # incremental). About 8 minutes.
-# 1. GpuBatch's T = 600 in three 256-token slices against tokens alone (the counters across
+# 1. GpuGraph and GpuDeterminism (the counters back at 0 after every call, eager and replayed),
+#    GpuBatch's T = 600 in three 256-token slices against tokens alone (the counters across
 #    slices), memcheck and synccheck over H = 4096 grid cases of the overlap rows.
-# 2. The rows' second round (staged against overlap, as call 1).
+# 2. The rows' second round (staged against overlap against overlap_team, as call 1).
 # 3. The diagnostics build (-DMHC_GEMM_PROBE, built beside 1 and 2): the tail kernel's
 #    finalize-role blocks 16 / 33 / 66 / 132, the overlapped GEMM in 8 warps, the collapse role's
 #    loads with the streaming hint, and MHC_NO_PDL=1 (the two kernels one after another: what the
@@ -19,17 +20,20 @@ grid() {
  cmake --build ../build-oprobe --target mhc_cli > "$OUT/r/oprobe-build.log" 2>&1
  echo "[oprobe build rc=$?]" >> "$OUT/r/builds-done") &
 # 1. slices, sanitizers
-export MHC_TEST_VARIANTS=cuda_n4_overlap,cuda_n4b_overlap
-run_t obatch 90 'Modes/GpuBatch.TokenAloneAndInSliceEqualBatch/pre_computed*:Modes/GpuBatch.TokenAloneAndInSliceEqualBatch/post_pre_*:Modes/GpuBatch.TokenAloneAndInSliceEqualBatch/pre_broadcast_computed*'
-san_t memcheck 90 "$(grid 4096 pre_computed_norm post_pre_normal_norm head_learned_norm pre_broadcast_computed)"
-san_t synccheck 60 "$(grid 4096 pre_computed_norm post_pre_normal_norm)"
+export MHC_TEST_VARIANTS=cuda_n4_overlap,cuda_n4_overlap_team,cuda_n4b_overlap
+run_t ograph 80 'Modes/GpuGraph.*/pre_computed*:Modes/GpuGraph.*/post_pre_*:Modes/GpuGraph.*/head_learned*:Modes/GpuGraph.*/pre_broadcast_computed*:Modes/GpuDeterminism.*/pre_computed*:Modes/GpuDeterminism.*/post_pre_normal*:Modes/GpuDeterminism.*/mixes*'
+run_t obatch 70 'Modes/GpuBatch.TokenAloneAndInSliceEqualBatch/pre_computed*:Modes/GpuBatch.TokenAloneAndInSliceEqualBatch/post_pre_*:Modes/GpuBatch.TokenAloneAndInSliceEqualBatch/pre_broadcast_computed*'
+san_t memcheck 70 "$(grid 4096 pre_computed_norm post_pre_normal_norm head_learned_norm pre_broadcast_computed)"
+san_t synccheck 50 "$(grid 4096 pre_computed_norm post_pre_normal_norm)"
 unset MHC_TEST_VARIANTS
 # 2. rows, second round
+for v in staged overlap overlap_team; do
+  timeout 20 "$BD/tools/mhc" bench --ops pre --modes normal_fold --H 4096,5120,7168 --T 1024,4096,16384 \
+    --variant pre.cuda_n4_$v --budget-s 10 2>&1 | grep "^\[" | sed "s/^/[$v 2] /"
+  timeout 18 "$BD/tools/mhc" bench --ops post_pre --modes normal_fold,shifted_fold --H 4096,7168 --T 4096,16384 \
+    --variant post_pre.cuda_n4_$v --budget-s 10 2>&1 | grep "^\[" | sed "s/^/[$v 2] /"
+done
 for v in staged overlap; do
-  timeout 25 "$BD/tools/mhc" bench --ops pre --modes normal_fold --H 4096,5120,7168 --T 1024,4096,16384 \
-    --variant pre.cuda_n4_$v --budget-s 14 2>&1 | grep "^\[" | sed "s/^/[$v 2] /"
-  timeout 20 "$BD/tools/mhc" bench --ops post_pre --modes normal_fold,shifted_fold --H 4096,7168 --T 4096,16384 \
-    --variant post_pre.cuda_n4_$v --budget-s 12 2>&1 | grep "^\[" | sed "s/^/[$v 2] /"
   timeout 12 "$BD/tools/mhc" bench --ops pre_broadcast --modes normal_fold --H 4096,7168 --T 4096,16384 \
     --variant pre_broadcast.cuda_n4b_$v --budget-s 6 2>&1 | grep "^\[" | sed "s/^/[$v 2] /"
 done
@@ -42,5 +46,7 @@ for e in MHC_OVERLAP_FINALIZE_BLOCKS=16 MHC_OVERLAP_FINALIZE_BLOCKS=33 MHC_OVERL
   env $e timeout 15 $P bench --ops pre --modes normal_fold --H 4096,7168 --T 16384 --variant pre.cuda_n4_overlap \
     --budget-s 5 2>&1 | grep "^\[" | sed "s/^/[probe $e] /"
 done
+env MHC_NO_PDL=1 timeout 15 $P bench --ops pre --modes normal_fold --H 4096,7168 --T 16384 --variant pre.cuda_n4_overlap_team \
+  --budget-s 5 2>&1 | grep "^\[" | sed "s/^/[probe team MHC_NO_PDL=1] /"
 env MHC_NO_PDL=1 timeout 15 $P bench --ops pre --modes normal_fold --H 4096,7168 --T 16384 --variant pre.cuda_n4_staged \
   --budget-s 5 2>&1 | grep "^\[" | sed "s/^/[probe staged MHC_NO_PDL=1] /"

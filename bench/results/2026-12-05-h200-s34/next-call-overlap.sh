@@ -8,10 +8,12 @@
 # 0. A smoke row with a 25 s limit: if the plan hangs (the tail kernel's blocks poll the tile
 #    counters and the mailbox), the list stops there and says so, instead of spending the call on
 #    timeouts.
-# 1. Bits: GpuFamily (the overlap rows against staged, every mode with a mixes stage, T across the
-#    thresholds), the grid at H = 4096 / 5120 / 7168 / 16384 against the reference, GpuGraph and
-#    GpuDeterminism (the tile and ticket counters back at 0 after every call, eager and replayed).
-# 2. Rows, staged against overlap, one round: pre, post_pre (both modes), head, mixes,
+# 1. Bits: GpuFamily (the overlap and overlap_team rows against staged, every mode with a mixes
+#    stage, T across the thresholds; the GpuFamily sweeps run many T on one workspace, so the tile
+#    and ticket counters must be back at 0 after every call), the grid at H = 4096 / 5120 / 7168 /
+#    16384 against the reference.
+# 2. Rows, staged against overlap against overlap_team (gemm_team_kernel: a block's 4 warps on one
+#    item, a quarter of the tiles in flight), one round: pre, post_pre (both modes), head, mixes;
 #    pre_broadcast (cuda_n4b_staged against cuda_n4b_overlap).
 # Predicted (docs/performance.md, "The overlap rows"): pre normal_fold at H = 4096, T = 16384
 # ~331 -> 200-240 us (the collapse's second read of the streams from L2: 10 H bytes a token from
@@ -35,22 +37,23 @@ if [ $rc -ne 0 ]; then
   exit 0
 fi
 # 1. bits
-export MHC_TEST_VARIANTS=cuda_n4_staged,cuda_n4_overlap,cuda_n4b_staged,cuda_n4b_overlap
-run_t ofam 150 'Modes/GpuFamily.*/mixes*:Modes/GpuFamily.*/pre_*:Modes/GpuFamily.*/post_pre_*:Modes/GpuFamily.*/head_learned*'
-export MHC_TEST_VARIANTS=cuda_n4_overlap,cuda_n4b_overlap
-run_t ogrid 80 "$(grid "4096 5120 7168 16384" mixes pre_computed_norm post_pre_normal_norm post_pre_shifted_norm head_learned_norm pre_broadcast_computed pre_broadcast_computed_norm)"
-run_t ograph 80 'Modes/GpuGraph.*/pre_computed*:Modes/GpuGraph.*/post_pre_*:Modes/GpuGraph.*/head_learned*:Modes/GpuGraph.*/pre_broadcast_computed*:Modes/GpuDeterminism.*/pre_computed*:Modes/GpuDeterminism.*/post_pre_normal*:Modes/GpuDeterminism.*/mixes*'
+export MHC_TEST_VARIANTS=cuda_n4_staged,cuda_n4_overlap,cuda_n4_overlap_team,cuda_n4b_staged,cuda_n4b_overlap
+run_t ofam 170 'Modes/GpuFamily.*/mixes*:Modes/GpuFamily.*/pre_*:Modes/GpuFamily.*/post_pre_*:Modes/GpuFamily.*/head_learned*'
+export MHC_TEST_VARIANTS=cuda_n4_overlap,cuda_n4_overlap_team,cuda_n4b_overlap
+run_t ogrid 90 "$(grid "4096 5120 7168 16384" mixes pre_computed_norm post_pre_normal_norm post_pre_shifted_norm head_learned_norm pre_broadcast_computed pre_broadcast_computed_norm)"
 unset MHC_TEST_VARIANTS
 # 2. rows (one round here, the second in call 2)
+for v in staged overlap overlap_team; do
+  timeout 20 "$BD/tools/mhc" bench --ops pre --modes normal_fold --H 4096,5120,7168 --T 1024,4096,16384 \
+    --variant pre.cuda_n4_$v --budget-s 10 2>&1 | grep "^\[" | sed "s/^/[$v 1] /"
+  timeout 18 "$BD/tools/mhc" bench --ops post_pre --modes normal_fold,shifted_fold --H 4096,7168 --T 4096,16384 \
+    --variant post_pre.cuda_n4_$v --budget-s 10 2>&1 | grep "^\[" | sed "s/^/[$v 1] /"
+  timeout 10 "$BD/tools/mhc" bench --ops head --modes learned_fold --H 4096,7168 --T 16384 \
+    --variant head.cuda_n4_$v --budget-s 4 2>&1 | grep "^\[" | sed "s/^/[$v 1] /"
+  timeout 10 "$BD/tools/mhc" bench --ops mixes --modes plain --H 4096,7168 --T 4096,16384 \
+    --variant mixes.cuda_n4_$v --budget-s 5 2>&1 | grep "^\[" | sed "s/^/[$v 1] /"
+done
 for v in staged overlap; do
-  timeout 25 "$BD/tools/mhc" bench --ops pre --modes normal_fold --H 4096,5120,7168 --T 1024,4096,16384 \
-    --variant pre.cuda_n4_$v --budget-s 14 2>&1 | grep "^\[" | sed "s/^/[$v 1] /"
-  timeout 20 "$BD/tools/mhc" bench --ops post_pre --modes normal_fold,shifted_fold --H 4096,7168 --T 4096,16384 \
-    --variant post_pre.cuda_n4_$v --budget-s 12 2>&1 | grep "^\[" | sed "s/^/[$v 1] /"
-  timeout 12 "$BD/tools/mhc" bench --ops head --modes learned_fold --H 4096,7168 --T 16384 \
-    --variant head.cuda_n4_$v --budget-s 5 2>&1 | grep "^\[" | sed "s/^/[$v 1] /"
-  timeout 12 "$BD/tools/mhc" bench --ops mixes --modes plain --H 4096,7168 --T 4096,16384 \
-    --variant mixes.cuda_n4_$v --budget-s 6 2>&1 | grep "^\[" | sed "s/^/[$v 1] /"
   timeout 12 "$BD/tools/mhc" bench --ops pre_broadcast --modes normal_fold --H 4096,7168 --T 4096,16384 \
     --variant pre_broadcast.cuda_n4b_$v --budget-s 6 2>&1 | grep "^\[" | sed "s/^/[$v 1] /"
 done

@@ -64,22 +64,6 @@ constexpr int kOverlapWarps = 4;  // the overlapped form: half the warps, the ot
 constexpr int kOverlapSlots = 2;
 constexpr int kOverlapSmem = gemm_smem(kOverlapWarps, kOverlapSlots);  // 136 KB
 
-// The overlapped form's items: block b keeps chunk b % chunks and takes the tiles group,
-// group + groups, .. (group = b / chunks, groups = gridDim.x / chunks: the launcher's grid is a
-// whole number of groups). The interface of ChunkTileItems.
-struct GroupTileItems {
-  int count, chunk_, group, groups;
-  __device__ GroupTileItems(int64_t T, int chunks) {
-    const int64_t tiles = (T + kTile - 1) / kTile;
-    groups = static_cast<int>(gridDim.x) / chunks;
-    chunk_ = static_cast<int>(blockIdx.x) % chunks;
-    group = static_cast<int>(blockIdx.x) / chunks;
-    count = group < tiles ? static_cast<int>((tiles - group + groups - 1) / groups) : 0;
-  }
-  __device__ int chunk(int) const { return chunk_; }
-  __device__ int64_t tile(int i) const { return group + static_cast<int64_t>(i) * groups; }
-};
-
 // Diagnostics (a build with -DMHC_GEMM_PROBE; MHC_GEMM_PROBE="part warps slots" in the
 // environment, see launch_gemm_kernel): kPart 0 is the kernel; 1 the copies alone, 2 the copies
 // and the square sums, 3 the copies and the dots, 4 the dots and square sums on whatever the
@@ -217,11 +201,8 @@ void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx) {
 void launch_gemm_overlap_kernel(const N4Params& p, const LaunchCtx& ctx) {
   if (p.T <= 0) return;
   MHC_CHECK(p.tile_arrivals != nullptr, "gemm_kernel (overlapped): no tile counters");
-  // Groups of `chunks` blocks, as many as fit the multiprocessors (at least one; no more than the
-  // tiles). Nothing in the kernel waits, so a grid larger than one wave is slower, not wrong.
-  const int64_t tiles = (p.T + kTile - 1) / kTile;
-  int64_t groups = (ctx.num_sms > 0 ? ctx.num_sms : 1) / p.chunks;
-  groups = groups < 1 ? 1 : groups > tiles ? tiles : groups;
+  // Nothing in the kernel waits, so a grid larger than one wave is slower, not wrong.
+  const int64_t groups = overlap_groups(p.T, p.chunks, ctx.num_sms);
   MHC_CHECK(groups * p.chunks < (int64_t{1} << 31), "gemm_kernel (overlapped): grid too large");
 #ifdef MHC_GEMM_PROBE
   // Diagnostics: MHC_OVERLAP_GEMM_WARPS=8 runs the overlapped form in gemm_kernel's own shape (8

@@ -91,11 +91,56 @@ __device__ __forceinline__ void issue_rows(const N4Params& p, int chunk, int64_t
   }
 }
 
+/// The overlap rows' items (gemm_kernel's overlapped form, gemm_team_kernel): block b keeps chunk
+/// b % chunks and takes the tiles group, group + groups, .. (group = b / chunks, groups =
+/// gridDim.x / chunks: the launchers' grids are a whole number of groups). The interface of
+/// ChunkTileItems.
+struct GroupTileItems {
+  int count, chunk_, group, groups;
+  __device__ GroupTileItems(int64_t T, int chunks) {
+    const int64_t tiles = (T + kTile - 1) / kTile;
+    groups = static_cast<int>(gridDim.x) / chunks;
+    chunk_ = static_cast<int>(blockIdx.x) % chunks;
+    group = static_cast<int>(blockIdx.x) / chunks;
+    count = group < tiles ? static_cast<int>((tiles - group + groups - 1) / groups) : 0;
+  }
+  __device__ int chunk(int) const { return chunk_; }
+  __device__ int64_t tile(int i) const { return group + static_cast<int64_t>(i) * groups; }
+};
+
+/// The overlap rows' grid: groups of `chunks` blocks, as many as fit the multiprocessors (at least
+/// one; no more than the tiles).
+inline int64_t overlap_groups(int64_t T, int chunks, int32_t num_sms) {
+  const int64_t tiles = (T + kTile - 1) / kTile;
+  const int64_t groups = (num_sms > 0 ? num_sms : 1) / chunks;
+  return groups < 1 ? 1 : groups > tiles ? tiles : groups;
+}
+
 // issue_rows for block-local item `local` of `items`.
 template <typename Items>
 __device__ __forceinline__ void issue_step(const N4Params& p, const Items& items, int local, int j,
                                            unsigned char* slot, int lane) {
   issue_rows(p, items.chunk(local), items.tile(local), j, slot, lane);
+}
+
+// square_sums for kNU units u0 .. u0 + kNU - 1 only (sq[i]: unit u0 + i): the same chains.
+template <int kNU>
+__device__ __forceinline__ void square_units(const unsigned char* slot, int lane, bool first, int u0,
+                                             float (&sq)[kNU]) {
+  const int h = lane >> 4, cv = lane & 15;
+  const unsigned char* base = slot + h * kSlotRowBytes;
+#pragma unroll
+  for (int i = 0; i < kNU; ++i) {
+    const int u = u0 + i;
+    const uint4 v =
+        *reinterpret_cast<const uint4*>(base + u * 2 * kSlotRowBytes + (((cv ^ h) ^ (2 * u & 6)) << 4));
+    float f[8];
+    unpack8(v, f);
+    float s = first ? 0.0f : sq[i];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s = fmaf(f[e], f[e], s);
+    sq[i] = s;
+  }
 }
 
 // A step's square sums: lane (h, cv) continues sq[u], the fmaf chain of (token 2u + h, vector cv)

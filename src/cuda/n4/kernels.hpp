@@ -23,6 +23,10 @@ void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// gemm_kernel's overlapped form (the cuda_n4_overlap rows): the same partials, tile by tile,
 /// each (chunk, tile) item counted in p.tile_arrivals once stored (overlap_tail_kernel waits on it).
 void launch_gemm_overlap_kernel(const N4Params& p, const LaunchCtx& ctx);
+/// gemm_team_kernel (gemm_team_kernel.cu, the cuda_n4_overlap_team rows): the overlapped form's
+/// contract (the same partials, each item counted) with a block's 4 warps on one item together.
+void launch_gemm_team_kernel(const N4Params& p, const LaunchCtx& ctx);
+bool configure_gemm_team_kernel(int device);  // 183 KB of shared memory; false where less
 /// Sets gemm_kernel's dynamic shared memory limits (200 KB; 136 KB for the overlapped form) on
 /// `device`; false where it has less.
 bool configure_gemm_kernel(int device);
