@@ -36,6 +36,40 @@ __device__ __forceinline__ float finish_group(float s, int n_real) {
   return n_real < kGroupTerms ? s + 0.0f : s;
 }
 
+/// One element's canonical sum over the runs: element idx of each run c < runs (c * chunk_stride
+/// floats from base), in rounds of 8 runs (round i: runs 8 i .. 8 i + 7, one term of each group),
+/// kRounds rounds' loads at a time so that a round does not wait for the one before, 0.0f for a
+/// run past `runs`; then the groups finished (finish_group) and added in order. The round-batched
+/// form of finalize_run and early_pre both sum this way.
+template <int kRounds>
+__device__ __forceinline__ float element_sum(const float* base, int64_t chunk_stride, int idx, int rounds, int runs,
+                                             int chunks) {
+  float g[kPartialSplit];                        // the element's group sums
+#pragma unroll 1
+  for (int i0 = 0; i0 < rounds; i0 += kRounds) {
+    float v[kRounds][kPartialSplit];
+#pragma unroll
+    for (int b = 0; b < kRounds; ++b) {
+#pragma unroll
+      for (int k = 0; k < kPartialSplit; ++k) {
+        const int c = (i0 + b) * kPartialSplit + k;
+        v[b][k] = i0 + b < rounds && c < runs ? __ldcg(base + c * chunk_stride + idx) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kRounds; ++b) {
+#pragma unroll
+      for (int k = 0; k < kPartialSplit; ++k) {
+        if (i0 + b < rounds) g[k] = i0 + b == 0 ? v[b][k] : g[k] + v[b][k];
+      }
+    }
+  }
+  float s = finish_group(g[0], group_chunks(0, chunks));
+#pragma unroll
+  for (int k = 1; k < kPartialSplit; ++k) s += finish_group(g[k], group_chunks(k, chunks));
+  return s;
+}
+
 /// The run [t0, t0 + count) of f.p's tokens (1 <= count <= kTokens), by every thread of a
 /// kFinThreads block: the sums into s_dot, a block barrier, then thread t's epilogue of token
 /// t0 + t, writing the mixes and, where f.pre is set, the fresh pre before the comb's chain.
@@ -54,32 +88,7 @@ __device__ __forceinline__ void finalize_run(const FinalizeParams& f, int64_t t0
   const int rounds = kGrouped ? 1 : (p.chunks + kPartialSplit - 1) / kPartialSplit;
   const int runs = kGrouped && p.chunks > kPartialSplit ? kPartialSplit : p.chunks;
   if constexpr (kRounds > 0) {
-    if (tid < run) {
-      float g[kPartialSplit];                        // the thread's group sums
-#pragma unroll 1
-      for (int i0 = 0; i0 < rounds; i0 += kRounds) {
-        float v[kRounds][kPartialSplit];
-#pragma unroll
-        for (int b = 0; b < kRounds; ++b) {
-#pragma unroll
-          for (int k = 0; k < kPartialSplit; ++k) {
-            const int c = (i0 + b) * kPartialSplit + k;
-            v[b][k] = i0 + b < rounds && c < runs ? __ldcg(base + c * chunk_stride + tid) : 0.0f;
-          }
-        }
-#pragma unroll
-        for (int b = 0; b < kRounds; ++b) {
-#pragma unroll
-          for (int k = 0; k < kPartialSplit; ++k) {
-            if (i0 + b < rounds) g[k] = i0 + b == 0 ? v[b][k] : g[k] + v[b][k];
-          }
-        }
-      }
-      float s = finish_group(g[0], group_chunks(0, p.chunks));
-#pragma unroll
-      for (int k = 1; k < kPartialSplit; ++k) s += finish_group(g[k], group_chunks(k, p.chunks));
-      s_dot[tid / kPartial][tid % kPartial] = s;
-    }
+    if (tid < run) s_dot[tid / kPartial][tid % kPartial] = element_sum<kRounds>(base, chunk_stride, tid, rounds, runs, p.chunks);
   }
 #pragma unroll 1
   for (int e0 = 0; e0 < (kRounds > 0 ? 0 : kElems); e0 += kBatch) {
@@ -147,31 +156,8 @@ __device__ __forceinline__ void early_pre(const FinalizeParams& f, int64_t t0, i
   const int rounds = (p.chunks + kPartialSplit - 1) / kPartialSplit;
   if (tid < count * (kN + 1)) {
     const int tok = tid / (kN + 1), q = tid % (kN + 1);
-    const int idx = tok * kPartial + (q < kN ? q : kRows);
-    float g[kPartialSplit];
-#pragma unroll 1
-    for (int i0 = 0; i0 < rounds; i0 += kRounds) {
-      float v[kRounds][kPartialSplit];
-#pragma unroll
-      for (int b = 0; b < kRounds; ++b) {
-#pragma unroll
-        for (int k = 0; k < kPartialSplit; ++k) {
-          const int c = (i0 + b) * kPartialSplit + k;
-          v[b][k] = i0 + b < rounds && c < p.chunks ? __ldcg(base + c * chunk_stride + idx) : 0.0f;
-        }
-      }
-#pragma unroll
-      for (int b = 0; b < kRounds; ++b) {
-#pragma unroll
-        for (int k = 0; k < kPartialSplit; ++k) {
-          if (i0 + b < rounds) g[k] = i0 + b == 0 ? v[b][k] : g[k] + v[b][k];
-        }
-      }
-    }
-    float s = finish_group(g[0], group_chunks(0, p.chunks));
-#pragma unroll
-    for (int k = 1; k < kPartialSplit; ++k) s += finish_group(g[k], group_chunks(k, p.chunks));
-    s_pre[tok][q] = s;
+    s_pre[tok][q] = element_sum<kRounds>(base, chunk_stride, tok * kPartial + (q < kN ? q : kRows), rounds, p.chunks,
+                                         p.chunks);
   }
   __syncthreads();
   if (tid < count) {

@@ -123,7 +123,7 @@ __device__ __forceinline__ void issue_step(const N4Params& p, const Items& items
   issue_rows(p, items.chunk(local), items.tile(local), j, slot, lane);
 }
 
-// square_sums for kNU units u0 .. u0 + kNU - 1 only (sq[i]: unit u0 + i): the same chains.
+// The square sums of kNU units u0 .. u0 + kNU - 1 (sq[i]: unit u0 + i), as square_sums below.
 template <int kNU>
 __device__ __forceinline__ void square_units(const unsigned char* slot, int lane, bool first, int u0,
                                              float (&sq)[kNU]) {
@@ -146,19 +146,7 @@ __device__ __forceinline__ void square_units(const unsigned char* slot, int lane
 // A step's square sums: lane (h, cv) continues sq[u], the fmaf chain of (token 2u + h, vector cv)
 // over streams then elements (first: the chain starts at 0).
 __device__ __forceinline__ void square_sums(const unsigned char* slot, int lane, bool first, float (&sq)[kUnits]) {
-  const int h = lane >> 4, cv = lane & 15;
-  const unsigned char* base = slot + h * kSlotRowBytes;
-#pragma unroll
-  for (int u = 0; u < kUnits; ++u) {
-    const uint4 v =
-        *reinterpret_cast<const uint4*>(base + u * 2 * kSlotRowBytes + (((cv ^ h) ^ (2 * u & 6)) << 4));
-    float f[8];
-    unpack8(v, f);
-    float s = first ? 0.0f : sq[u];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) s = fmaf(f[e], f[e], s);
-    sq[u] = s;
-  }
+  square_units<kUnits>(slot, lane, first, 0, sq);
 }
 
 // The mma chains of one slot (stream j of 32 tokens x 128 columns): acc[m][i] for m16 tile m and
