@@ -25,11 +25,13 @@ constexpr int kCollapseBatch = 2;  // vectors per thread whose loads are issued 
 #define MHC_COLLAPSE_STREAM_BLOCKS(vecs) ((vecs) <= 2 ? 3 : 2)
 #endif
 
-// The pre mailbox's poison (every float between calls; finalize_kernel never stores it).
+// The pre mailbox's poison (every float between calls; finalize_kernel and early_pre never store
+// it: a NaN pre goes in as the canonical NaN).
 constexpr uint32_t kPrePoison = 0xffffffffu;
 
-// Token t's pre from the mailbox (p.pre_poll): polled until finalize_kernel has stored it (none of
-// its 4 floats is the poison; each float is stored once, so 4 non-poison floats are the token's).
+// Token t's pre from the mailbox (p.pre_poll): polled until finalize_kernel (or overlap_tail_kernel's
+// finalize role) has stored it (none of its 4 floats is the poison; each float is stored once, so
+// 4 non-poison floats are the token's).
 __device__ __forceinline__ void poll_pre(const float* box, float (&pre)[kN]) {
   for (;;) {
     float4 v;
@@ -67,8 +69,10 @@ __device__ __forceinline__ void collapse_token(const N4Params& p, int64_t t, uin
   static_assert(!(kWide && kPost), "the post mode runs the 256-thread shape");
   static_assert(!(kPost && kPoll), "the post mode collapses with the carried pre");
   static_assert(!kKeep || kPoll, "kKeep: the overlap rows' polling collapse");
-  // The streams and the pre come from the kernels before this one. kPoll: the kernel before
-  // (finalize_kernel) started after the streams were written, and its pre is polled below.
+  // The streams and the pre come from the kernels before this one. kPoll: the kernel (or role)
+  // that writes the pre started after the streams were written (finalize_kernel, launched after
+  // the GEMM stage completed; overlap_tail_kernel, started by the GEMM stage after its own wait),
+  // and the pre is polled below.
   if (!kPoll) pdl_wait();
   const int tid = threadIdx.x;
   const int threads = kWide ? static_cast<int>(blockDim.x) : kThreadsB;
