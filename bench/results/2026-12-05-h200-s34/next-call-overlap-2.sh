@@ -8,7 +8,9 @@
 # 3. The diagnostics build (-DMHC_GEMM_PROBE, built beside 1 and 2): the tail kernel's
 #    finalize-role blocks 16 / 33 / 66 / 132, the overlapped GEMM in 8 warps, the collapse role's
 #    loads with the streaming hint, and MHC_NO_PDL=1 (the two kernels one after another: what the
-#    overlap itself buys), on pre normal_fold at H = 4096 / 7168, T = 16384.
+#    overlap itself buys), on pre normal_fold at H = 4096 / 7168, T = 16384; then one call's
+#    timeline for each form (MHC_OVERLAP_TRACE=1: how long after a tile is counted its pre is
+#    stored and its tokens' collapses start, and how long they take).
 grid() {
   local f="" m H hs=$1; shift
   for m in "$@"; do for H in $hs; do f="$f:Grid/GpuGrid.MatchesReference/${m}_n4_H$H"; done; done
@@ -45,6 +47,12 @@ for e in MHC_OVERLAP_FINALIZE_BLOCKS=16 MHC_OVERLAP_FINALIZE_BLOCKS=33 MHC_OVERL
          MHC_OVERLAP_FINALIZE_BLOCKS=132 MHC_OVERLAP_GEMM_WARPS=8 MHC_OVERLAP_COLLAPSE_CS=1 MHC_NO_PDL=1; do
   env $e timeout 15 $P bench --ops pre --modes normal_fold --H 4096,7168 --T 16384 --variant pre.cuda_n4_overlap \
     --budget-s 5 2>&1 | grep "^\[" | sed "s/^/[probe $e] /"
+done
+for v in overlap overlap_team; do  # the timeline of one call (overlap_tail_kernel.cu, dump_trace)
+  for H in 4096 7168; do
+    env MHC_OVERLAP_TRACE=1 timeout 15 $P bench --ops pre --modes normal_fold --H $H --T 16384 --variant pre.cuda_n4_$v \
+      --reps 2 --budget-s 3 2>&1 | grep "^\[" | sed "s/^/[probe $v trace] /"
+  done
 done
 env MHC_NO_PDL=1 timeout 15 $P bench --ops pre --modes normal_fold --H 4096,7168 --T 16384 --variant pre.cuda_n4_overlap_team \
   --budget-s 5 2>&1 | grep "^\[" | sed "s/^/[probe team MHC_NO_PDL=1] /"

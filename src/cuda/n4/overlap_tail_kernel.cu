@@ -25,6 +25,11 @@
 // Envelope: the n4 envelope; p.T <= the workspace's tile counters x 32; the pre mailbox for the
 // collapse role.
 #include <cstdlib>
+#ifdef MHC_GEMM_PROBE
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+#endif
 
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/collapse_token.cuh"
@@ -38,6 +43,27 @@ namespace {
 static_assert(kFinThreads == kThreadsB, "one block shape for both roles");
 constexpr int kTailBatch = 2;  // finalize role: element batches of 2 (finalize_kernel<32, 4, 2>'s)
 constexpr int kPreRounds = 4;  // early_pre: rounds of 8 loads in flight at once (1 round trip at H = 4096, 2 at 7168)
+
+// Diagnostics build (-DMHC_GEMM_PROBE) with MHC_OVERLAP_TRACE=1 in the environment: the last
+// launch's timeline, from the global timer (ns), printed at the process's exit as "[trace ...]"
+// lines (dump_trace): when each tile's counter was seen complete and its pre stored (finalize
+// role), and when each token's collapse started (its streams' loads) and ended. The collapse's
+// start less its tile's completion is how long after the GEMM stage's read of the streams the
+// collapse re-reads them. Release builds record nothing.
+#ifdef MHC_GEMM_PROBE
+constexpr int kTraceTiles = 1024;
+constexpr int kTraceTokens = kTraceTiles * kTile;
+__device__ unsigned long long g_trace_tile[kTraceTiles][2];    // counted, pre stored
+__device__ unsigned long long g_trace_token[kTraceTokens][2];  // collapse start, end
+__device__ __forceinline__ unsigned long long trace_now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#define MHC_TRACE(statement) statement
+#else
+#define MHC_TRACE(statement)
+#endif
 
 struct TailParams {
   FinalizeParams f;   // the mixes' params (the GEMM stage's slice), the mailbox, kTile tokens a run
@@ -70,8 +96,10 @@ __global__ void __launch_bounds__(kThreadsB, kVecs <= 4 ? 3 : 2) overlap_tail_ke
       __syncthreads();  // the tile's loads after thread 0's acquire; s_dot's last readers are done
       const int64_t t0 = tile * kTile;
       const int count = static_cast<int>(p.T - t0 < kTile ? p.T - t0 : kTile);
+      MHC_TRACE(if (threadIdx.x == 0 && tile < kTraceTiles) g_trace_tile[tile][0] = trace_now());
       if (d.f.pre != nullptr) {
         early_pre<kPreRounds>(d.f, t0, count, s_pre);  // ends with the pre stored by threads < count
+        MHC_TRACE(if (threadIdx.x == 0 && tile < kTraceTiles) g_trace_tile[tile][1] = trace_now());
         finalize_run<kTile, kTailBatch, false, 0>(rest, t0, count, s_dot);
       } else {
         finalize_run<kTile, kTailBatch, false, 0>(d.f, t0, count, s_dot);
@@ -80,8 +108,10 @@ __global__ void __launch_bounds__(kThreadsB, kVecs <= 4 ? 3 : 2) overlap_tail_ke
     pdl_wait();  // complete only after the GEMM kernel
   } else {
     // The collapse role (collapse_token ends with pdl_wait and puts the mailbox's poison back).
-    collapse_token<kVecs, false, false, true, kKeep>(d.c, static_cast<int64_t>(ticket) - d.fin_blocks, nullptr,
-                                                      scratch);
+    const int64_t token = static_cast<int64_t>(ticket) - d.fin_blocks;
+    MHC_TRACE(if (threadIdx.x == 0 && token < kTraceTokens) g_trace_token[token][0] = trace_now());
+    collapse_token<kVecs, false, false, true, kKeep>(d.c, token, nullptr, scratch);
+    MHC_TRACE(if (threadIdx.x == 0 && token < kTraceTokens) g_trace_token[token][1] = trace_now());
   }
   __syncthreads();
   if (threadIdx.x == 0 && atomicAdd(d.tickets + 1, 1u) == gridDim.x - 1) {
@@ -98,6 +128,54 @@ void launch_tail_as(const TailParams& d, unsigned blocks, bool keep, const Launc
     launch_kernel(overlap_tail_kernel<kVecs, false>, dim3(blocks), kThreadsB, 0, ctx, d);
   }
 }
+
+#ifdef MHC_GEMM_PROBE
+struct TraceShape {
+  int64_t T = 0, H = 0;
+  bool collapse = false;
+};
+TraceShape g_trace_shape;  // the last traced launch
+
+// p10 / p50 / p90 of v (us), as "name p10/p50/p90".
+void print_quantiles(const char* name, std::vector<double> v) {
+  if (v.empty()) return;
+  std::sort(v.begin(), v.end());
+  auto q = [&](double f) { return v[static_cast<size_t>(f * static_cast<double>(v.size() - 1))]; };
+  std::printf("[trace %s: p10 %.2f p50 %.2f p90 %.2f us, n %zu]\n", name, q(0.1), q(0.5), q(0.9), v.size());
+}
+
+// At exit: the last traced launch's timeline (see g_trace_tile).
+void dump_trace() {
+  const TraceShape s = g_trace_shape;
+  if (s.T <= 0 || cudaDeviceSynchronize() != cudaSuccess) return;
+  const int64_t tiles = std::min<int64_t>((s.T + kTile - 1) / kTile, kTraceTiles);
+  const int64_t tokens = std::min<int64_t>(s.T, kTraceTokens);
+  std::vector<unsigned long long> tile(static_cast<size_t>(kTraceTiles) * 2), token(static_cast<size_t>(kTraceTokens) * 2);
+  if (cudaMemcpyFromSymbol(tile.data(), g_trace_tile, tile.size() * 8) != cudaSuccess ||
+      cudaMemcpyFromSymbol(token.data(), g_trace_token, token.size() * 8) != cudaSuccess) {
+    return;
+  }
+  const double t0 = static_cast<double>(*std::min_element(tile.begin(), tile.begin() + 2 * tiles, [](auto a, auto b) {
+    return a != 0 && (b == 0 || a < b);
+  }));
+  std::vector<double> pre, lag, dur;
+  double last_tile = 0, last_end = 0;
+  for (int64_t k = 0; k < tiles; ++k) {
+    pre.push_back((static_cast<double>(tile[2 * k + 1]) - static_cast<double>(tile[2 * k])) / 1e3);
+    last_tile = std::max(last_tile, static_cast<double>(tile[2 * k]) - t0);
+  }
+  for (int64_t t = 0; s.collapse && t < tokens; ++t) {
+    lag.push_back((static_cast<double>(token[2 * t]) - static_cast<double>(tile[2 * (t / kTile)])) / 1e3);
+    dur.push_back((static_cast<double>(token[2 * t + 1]) - static_cast<double>(token[2 * t])) / 1e3);
+    last_end = std::max(last_end, static_cast<double>(token[2 * t + 1]) - t0);
+  }
+  std::printf("[trace H %lld T %lld: tiles counted over %.1f us from the first, collapses done at %.1f us]\n",
+              static_cast<long long>(s.H), static_cast<long long>(s.T), last_tile / 1e3, last_end / 1e3);
+  print_quantiles("pre stored after its tile was counted", pre);
+  print_quantiles("collapse start less its tile's count", lag);
+  print_quantiles("collapse duration", dur);
+}
+#endif
 
 }  // namespace
 
@@ -128,6 +206,13 @@ void launch_overlap_tail_kernel(const N4Params& m, float* pre, const N4Params* c
   const int64_t blocks = fin + (collapse != nullptr ? m.T : 0);
   MHC_CHECK(blocks < (int64_t{1} << 31), "overlap_tail_kernel: too many tokens in one launch");
   const bool keep = collapse != nullptr && collapse->x_keep;
+#ifdef MHC_GEMM_PROBE
+  if (std::getenv("MHC_OVERLAP_TRACE") != nullptr) {
+    static const bool registered = std::atexit(dump_trace) == 0;
+    (void)registered;
+    g_trace_shape = TraceShape{m.T, collapse != nullptr ? collapse->H : m.H, collapse != nullptr};
+  }
+#endif
   // The collapse role's shape: collapse_stream_kernel's 256-thread shape for H (vectors a thread).
   const int64_t h_vecs = collapse != nullptr ? (collapse->H / 8 + kThreadsB - 1) / kThreadsB : 2;
   if (h_vecs <= 2) {
