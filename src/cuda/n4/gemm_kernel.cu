@@ -30,7 +30,7 @@
 // (token, chunk, stream) one mma chain per n-tile from zero over the 8 k16 steps in order, the
 // same A rows and B fragments; v = hi + (mid + lo); ((v_0 + v_1) + v_2) + v_3; the square sums
 // as fmaf chains over streams then elements from 0, then the xor 8, 4, 2, 1 butterfly.
-// The overlapped form (kOverlap, the cuda_n4_overlap rows: staged.cu): 4 warps, 136 KB, so that
+// The overlapped form (kOverlap, the cuda_n4_overlap rows: staged.cu): 4 warps, 168 KB, so that
 // two of overlap_tail_kernel's blocks fit beside it on each multiprocessor and run while it
 // does. Block b keeps chunk b % chunks and takes the tiles g, g + G, .. of group
 // g = b / chunks (GroupTileItems): the grid walks the tiles in order. After an item's partials
@@ -40,7 +40,7 @@
 // first), so that kernel may read what the one before wrote without waiting itself. Same
 // per-item arithmetic, so the same bits.
 // Envelope: n = 4, H % 512 == 0, H <= 16384, 16-byte aligned rows (any stream stride, 0 for a
-// broadcast residual); 200 KB of dynamic shared memory (configure_gemm_kernel), 136 KB for the
+// broadcast residual); 200 KB of dynamic shared memory (configure_gemm_kernel), 168 KB for the
 // overlapped form.
 #include <cstdio>
 #include <cstdlib>
@@ -61,8 +61,8 @@ constexpr int gemm_smem(int warps, int slots) { return kFragBytes + warps * slot
 constexpr int kGemmSmem = gemm_smem(kGemmWarps, kGemmSlots);  // 200 KB
 static_assert(kGemmSmem <= 227 * 1024, "gemm_kernel shared memory");
 constexpr int kOverlapWarps = 4;  // the overlapped form: half the warps, the others' room on the SM
-constexpr int kOverlapSlots = 2;
-constexpr int kOverlapSmem = gemm_smem(kOverlapWarps, kOverlapSlots);  // 136 KB
+constexpr int kOverlapSlots = 3;  // 96 KB of streams in flight a multiprocessor (the 8 x 2 shape's 128)
+constexpr int kOverlapSmem = gemm_smem(kOverlapWarps, kOverlapSlots);  // 168 KB
 
 // Diagnostics (a build with -DMHC_GEMM_PROBE; MHC_GEMM_PROBE="part warps slots" in the
 // environment, see launch_gemm_kernel): kPart 0 is the kernel; 1 the copies alone, 2 the copies

@@ -27,7 +27,7 @@ void launch_gemm_overlap_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// contract (the same partials, each item counted) with a block's 4 warps on one item together.
 void launch_gemm_team_kernel(const N4Params& p, const LaunchCtx& ctx);
 bool configure_gemm_team_kernel(int device);  // 183 KB of shared memory; false where less
-/// Sets gemm_kernel's dynamic shared memory limits (200 KB; 136 KB for the overlapped form) on
+/// Sets gemm_kernel's dynamic shared memory limits (200 KB; 168 KB for the overlapped form) on
 /// `device`; false where it has less.
 bool configure_gemm_kernel(int device);
 /// gemm_group_kernel (gemm_group_kernel.cu): gemm_kernel's dots and square sums, stored as the
