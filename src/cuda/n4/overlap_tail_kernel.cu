@@ -150,7 +150,8 @@ void dump_trace() {
   if (s.T <= 0 || cudaDeviceSynchronize() != cudaSuccess) return;
   const int64_t tiles = std::min<int64_t>((s.T + kTile - 1) / kTile, kTraceTiles);
   const int64_t tokens = std::min<int64_t>(s.T, kTraceTokens);
-  std::vector<unsigned long long> tile(static_cast<size_t>(kTraceTiles) * 2), token(static_cast<size_t>(kTraceTokens) * 2);
+  std::vector<unsigned long long> tile(static_cast<size_t>(kTraceTiles) * 2);
+  std::vector<unsigned long long> token(static_cast<size_t>(kTraceTokens) * 2);
   if (cudaMemcpyFromSymbol(tile.data(), g_trace_tile, tile.size() * 8) != cudaSuccess ||
       cudaMemcpyFromSymbol(token.data(), g_trace_token, token.size() * 8) != cudaSuccess) {
     return;
