@@ -82,6 +82,11 @@ void launch_finalize_kernel(const N4Params& p, float* pre, bool grouped, const L
 /// launches.
 void launch_overlap_tail_kernel(const N4Params& m, float* pre, const N4Params* collapse, uint32_t* tickets,
                                 const LaunchCtx& ctx);
+/// Asks for the largest shared-memory carveout for overlap_tail_kernel on `device`, the GEMM
+/// forms' configuration: a multiprocessor runs blocks of two kernels at once only where both take
+/// its current L1 / shared split, so with the default the tail's blocks ran only on multiprocessors
+/// the GEMM kernel left empty (session 35's trace).
+void configure_overlap_tail_kernel(int device);
 /// collapse_stream_kernel (collapse_stream_kernel.cu): the collapse alone, with the carried
 /// (p.pre_mix_in), identity or mean-head pre and the optional RMSNorm fold; with `post`, the
 /// post stage first (p.residual, p.layer_output -> p.residual_out) and the collapse of its
