@@ -11,7 +11,6 @@ const KernelList& all_kernels() {
     list_warm_kernels(out);
     n4::list_mix_kernels(out);
     n4::list_gemm_kernels(out);
-    n4::list_gemm_team_kernels(out);
     n4::list_gemm_group_kernels(out);
     n4::list_gemm_rb_kernels(out);
     n4::list_gemm_wg_kernels(out);

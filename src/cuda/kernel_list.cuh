@@ -32,7 +32,6 @@ void list_warm_kernels(KernelList& out);     // src/cuda/warm_kernel.cu
 namespace n4 {
 void list_mix_kernels(KernelList& out);              // src/cuda/n4/mix_kernel.cu
 void list_gemm_kernels(KernelList& out);             // src/cuda/n4/gemm_kernel.cu
-void list_gemm_team_kernels(KernelList& out);        // src/cuda/n4/gemm_team_kernel.cu
 void list_gemm_group_kernels(KernelList& out);       // src/cuda/n4/gemm_group_kernel.cu
 void list_gemm_rb_kernels(KernelList& out);          // src/cuda/n4/gemm_rb_kernel.cu
 void list_gemm_wg_kernels(KernelList& out);          // src/cuda/n4/gemm_wg_kernel.cu

@@ -60,15 +60,6 @@ bool allow_dynamic_smem(void (*kernel)(Params), int device, int bytes) {
   return true;
 }
 
-/// Asks the driver to run `kernel` with the largest shared-memory carveout, as kernels with large
-/// dynamic shared memory get: a multiprocessor holds blocks of two kernels at once only where its
-/// current L1 / shared split suits both.
-template <typename Params>
-void prefer_max_shared(void (*kernel)(Params)) {
-  MHC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                      static_cast<int>(cudaSharedmemCarveoutMaxShared)));
-}
-
 /// The grid of a kernel that gives each block an equal contiguous range of `items` work items:
 /// one block per multiprocessor, fewer where there are fewer items. 32-bit item indices.
 inline unsigned item_grid(int64_t items, int32_t num_sms, const char* kernel) {

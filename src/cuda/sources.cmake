@@ -10,7 +10,6 @@ set(MHC_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/n4/fragments.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/mix_kernel.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/gemm_kernel.cu
-  ${CMAKE_CURRENT_LIST_DIR}/n4/gemm_team_kernel.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/gemm_group_kernel.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/gemm_rb_kernel.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/gemm_wg_kernel.cu

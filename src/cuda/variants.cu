@@ -40,8 +40,6 @@ std::vector<Variant> cuda_variants() {
       "post and the collapse in one pass -> gemm_kernel (overlapped) beside overlap_tail_kernel (finalize)";
   constexpr const char* kOverlapHead =
       "gemm_kernel (overlapped) beside overlap_tail_kernel (finalize and collapse) (learned) | collapse_stream_kernel";
-  constexpr const char* kOverlapTeam =
-      "as cuda_n4_overlap, with gemm_team_kernel as the GEMM stage (a block's 4 warps on one item, one stream each)";
   // The rows every operator with a mixes stage has, alike but for id and operator.
   auto decode_chunk = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kN4DecodeChunk, n4_decode_chunk_supports, n4_decode_chunk_run, kDecodeChunkPlan, "n4", n4_decode_chunk_prefer};
@@ -60,7 +58,6 @@ std::vector<Variant> cuda_variants() {
       {"mixes.cuda_n4_staged_wg", Op::kMixes, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel", "n4", n4_staged_prefer},
       {"mixes.cuda_n4_staged_rb", Op::kMixes, DeviceType::kCUDA, kN4Rb, n4_staged_rb_supports, n4_staged_rb_run, "gemm_rb_kernel (gemm_kernel where its group runs do not fit) -> finalize_kernel", "n4", n4_staged_prefer},
       {"mixes.cuda_n4_overlap", Op::kMixes, DeviceType::kCUDA, kN4, n4_staged_overlap_supports, n4_staged_overlap_run, kOverlapMixes, "n4", n4_staged_prefer},
-      {"mixes.cuda_n4_overlap_team", Op::kMixes, DeviceType::kCUDA, kN4, n4_staged_overlap_supports, n4_staged_overlap_team_run, kOverlapTeam, "n4", n4_staged_prefer},
       {"mixes.cuda_n4", Op::kMixes, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (epilogue only)", "n4"},
       generic("mixes.cuda_generic", Op::kMixes),
       // collapse: collapse_stream_kernel first, the faster of the two (the same bits) in 16 of 18
@@ -75,7 +72,6 @@ std::vector<Variant> cuda_variants() {
       {"pre.cuda_n4_staged_wg", Op::kPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4_staged_rb", Op::kPre, DeviceType::kCUDA, kN4Rb, n4_staged_rb_supports, n4_staged_rb_run, "gemm_rb_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4_overlap", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_overlap_supports, n4_staged_overlap_run, kOverlapPlan, "n4", n4_staged_prefer},
-      {"pre.cuda_n4_overlap_team", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_overlap_supports, n4_staged_overlap_team_run, kOverlapTeam, "n4", n4_staged_prefer},
       {"pre.cuda_n4", Op::kPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
       generic("pre.cuda_generic", Op::kPre),
       // pre_broadcast: by fn_b (spec section 4.4) at every T, so one family serves every batch; the
@@ -106,7 +102,6 @@ std::vector<Variant> cuda_variants() {
       {"post_pre.cuda_n4_staged_wg", Op::kPostPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "post_kernel -> gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4_staged_rb", Op::kPostPre, DeviceType::kCUDA, kN4Rb, n4_staged_rb_supports, n4_staged_rb_run, "post_kernel -> gemm_rb_kernel -> finalize_kernel -> collapse_stream_kernel; shifted mode: the post and the collapse in one pass -> gemm_rb_kernel -> finalize_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4_overlap", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_overlap_supports, n4_staged_overlap_run, kOverlapPostPre, "n4", n4_staged_prefer_post_pre},
-      {"post_pre.cuda_n4_overlap_team", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_overlap_supports, n4_staged_overlap_team_run, kOverlapTeam, "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4", Op::kPostPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel (post fused) -> collapse_kernel", "n4"},
       generic("post_pre.cuda_generic", Op::kPostPre),
       // head
@@ -116,7 +111,6 @@ std::vector<Variant> cuda_variants() {
       {"head.cuda_n4_staged_wg", Op::kHead, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4_staged_rb", Op::kHead, DeviceType::kCUDA, kN4Rb, n4_staged_rb_supports, n4_staged_rb_run, "gemm_rb_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4_overlap", Op::kHead, DeviceType::kCUDA, kN4, n4_staged_overlap_supports, n4_staged_overlap_run, kOverlapHead, "n4", n4_staged_prefer},
-      {"head.cuda_n4_overlap_team", Op::kHead, DeviceType::kCUDA, kN4, n4_staged_overlap_supports, n4_staged_overlap_team_run, kOverlapTeam, "n4", n4_staged_prefer},
       {"head.cuda_n4", Op::kHead, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (learned) | collapse_kernel", "n4"},
       generic("head.cuda_generic", Op::kHead),
   };

@@ -45,9 +45,6 @@ void n4_staged_rb_run(const detail::Problem& p);
 // counters): the same bits.
 bool n4_staged_overlap_supports(const detail::Problem& p);
 void n4_staged_overlap_run(const detail::Problem& p);
-// The overlap rows with gemm_team_kernel as their GEMM stage (overlap_team): a block's 4 warps
-// on one item, so a quarter of the tiles in flight; the same bits.
-void n4_staged_overlap_team_run(const detail::Problem& p);
 // pre_broadcast by fn_b (staged.cu, family n4b: the mixes of the embedding against fn_b, not of 4
 // copies against fn): the mixes of e as 4 quarter-rows (decode_chunk_kernel up to the decode limit, else
 // gemm_kernel -> finalize_kernel), then collapse_stream_kernel.

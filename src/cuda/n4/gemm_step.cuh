@@ -91,7 +91,7 @@ __device__ __forceinline__ void issue_rows(const N4Params& p, int chunk, int64_t
   }
 }
 
-/// The overlap rows' items (gemm_kernel's overlapped form, gemm_team_kernel): block b keeps chunk
+/// The overlap rows' items (gemm_kernel's overlapped form): block b keeps chunk
 /// b % chunks and takes the tiles group, group + groups, .. (group = b / chunks, groups =
 /// gridDim.x / chunks: the launchers' grids are a whole number of groups). The interface of
 /// ChunkTileItems.

@@ -23,10 +23,6 @@ void launch_gemm_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// gemm_kernel's overlapped form (the cuda_n4_overlap rows): the same partials, tile by tile,
 /// each (chunk, tile) item counted in p.tile_arrivals once stored (overlap_tail_kernel waits on it).
 void launch_gemm_overlap_kernel(const N4Params& p, const LaunchCtx& ctx);
-/// gemm_team_kernel (gemm_team_kernel.cu, the cuda_n4_overlap_team rows): the overlapped form's
-/// contract (the same partials, each item counted) with a block's 4 warps on one item together.
-void launch_gemm_team_kernel(const N4Params& p, const LaunchCtx& ctx);
-bool configure_gemm_team_kernel(int device);  // 183 KB of shared memory; false where less
 /// Sets gemm_kernel's dynamic shared memory limits (200 KB; 168 KB for the overlapped form) on
 /// `device`; false where it has less.
 bool configure_gemm_kernel(int device);
@@ -82,11 +78,6 @@ void launch_finalize_kernel(const N4Params& p, float* pre, bool grouped, const L
 /// launches.
 void launch_overlap_tail_kernel(const N4Params& m, float* pre, const N4Params* collapse, uint32_t* tickets,
                                 const LaunchCtx& ctx);
-/// Asks for the largest shared-memory carveout for overlap_tail_kernel on `device`, the GEMM
-/// forms' configuration: a multiprocessor runs blocks of two kernels at once only where both take
-/// its current L1 / shared split, so with the default the tail's blocks ran only on multiprocessors
-/// the GEMM kernel left empty (session 35's trace).
-void configure_overlap_tail_kernel(int device);
 /// collapse_stream_kernel (collapse_stream_kernel.cu): the collapse alone, with the carried
 /// (p.pre_mix_in), identity or mean-head pre and the optional RMSNorm fold; with `post`, the
 /// post stage first (p.residual, p.layer_output -> p.residual_out) and the collapse of its

@@ -180,19 +180,6 @@ void dump_trace() {
 
 }  // namespace
 
-void configure_overlap_tail_kernel(int device) {
-  (void)device;  // cudaFuncSetAttribute applies to the current device
-#ifdef MHC_GEMM_PROBE
-  if (std::getenv("MHC_OVERLAP_DEFAULT_CARVEOUT") != nullptr) return;  // A/B: the driver's choice
-#endif
-  prefer_max_shared(overlap_tail_kernel<2, false>);
-  prefer_max_shared(overlap_tail_kernel<4, false>);
-  prefer_max_shared(overlap_tail_kernel<8, false>);
-  prefer_max_shared(overlap_tail_kernel<2, true>);
-  prefer_max_shared(overlap_tail_kernel<4, true>);
-  prefer_max_shared(overlap_tail_kernel<8, true>);
-}
-
 void launch_overlap_tail_kernel(const N4Params& m, float* pre, const N4Params* collapse, uint32_t* tickets,
                                 const LaunchCtx& ctx) {
   if (m.T <= 0) return;

@@ -143,8 +143,7 @@ void n4_decode_chunk_run(const detail::Problem& p) {
 bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* gemm_rb, bool* post_bulk) {
   int device = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&device));
-  *gemm = configure_gemm_kernel(device) && configure_gemm_team_kernel(device);  // the latter: the overlap_team rows
-  if (*gemm) configure_overlap_tail_kernel(device);
+  *gemm = configure_gemm_kernel(device);
   *gemm_group = *gemm && configure_gemm_group_kernel(device);
   *gemm_wg = configure_gemm_wg_kernel(device);
   *gemm_rb = *gemm && configure_gemm_rb_kernel(device);  // staged_rb takes gemm_kernel where its runs do not fit

@@ -65,14 +65,13 @@ constexpr int64_t kGroupedTokens = 4096;
 // staged_wg rows), gemm_kernel (mma.sync, where Workspace::create could give it 200 KB of shared
 // memory), gemm_rb_kernel (the staged_rb rows: at every T where its group runs fit, else
 // gemm_kernel), gemm_kernel's overlapped form followed by overlap_tail_kernel (the overlap
-// rows, below), gemm_team_kernel followed by overlap_tail_kernel (the overlap_team rows), else
-// mix_kernel without its post stage.
-enum class Gemm { kWgmma, kMma, kRegs, kOverlap, kOverlapTeam, kMix };
+// rows, below), else mix_kernel without its post stage.
+enum class Gemm { kWgmma, kMma, kRegs, kOverlap, kMix };
 
 // Whether the GEMM stage of a slice of s.T tokens writes group runs (gemm_group_kernel or
 // gemm_rb_kernel), which finalize_kernel must be told.
 bool grouped_stage(const detail::Problem& p, const N4Params& s, Gemm gemm, size_t partial_floats) {
-  if (gemm == Gemm::kOverlap || gemm == Gemm::kOverlapTeam) return false;
+  if (gemm == Gemm::kOverlap) return false;
   const bool fits = gemm_group_fits(s.T, s.chunks, partial_floats);
   if (gemm == Gemm::kRegs) return fits;
   return gemm == Gemm::kMma && p.workspace->n4_gemm_group && s.T >= kGroupedTokens && fits;
@@ -91,8 +90,6 @@ void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, Gemm gemm, bool 
     launch_gemm_wg_kernel(g, ctx);
   } else if (gemm == Gemm::kOverlap) {
     launch_gemm_overlap_kernel(g, ctx);
-  } else if (gemm == Gemm::kOverlapTeam) {
-    launch_gemm_team_kernel(g, ctx);
   } else if (grouped && gemm == Gemm::kRegs) {
     launch_gemm_rb_kernel(g, ctx);
   } else if (grouped) {
@@ -163,11 +160,6 @@ bool n4_staged_overlap_supports(const detail::Problem& p) {
 void n4_staged_overlap_run(const detail::Problem& p) {
   MHC_CHECK(n4_staged_overlap_supports(p), detail::op_name(p.op), ": cuda_n4_overlap does not support this call");
   staged_run(p, Gemm::kOverlap);
-}
-
-void n4_staged_overlap_team_run(const detail::Problem& p) {
-  MHC_CHECK(n4_staged_overlap_supports(p), detail::op_name(p.op), ": cuda_n4_overlap_team does not support this call");
-  staged_run(p, Gemm::kOverlapTeam);
 }
 
 bool n4_staged_rb_supports(const detail::Problem& p) {
@@ -294,7 +286,7 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
   // stages one after another move 18 H. The GEMM stage lets the tail kernel start only once the
   // kernel before it has completed, so the streams it reads are complete (gemm_kernel.cu).
   // Slices: at most the workspace's tile counters.
-  const bool overlap = gemm == Gemm::kOverlap || gemm == Gemm::kOverlapTeam;
+  const bool overlap = gemm == Gemm::kOverlap;
   MHC_CHECK(!overlap || (stage_runs('g') && stage_runs('f')),
             "cuda_n4_overlap: the GEMM and finalize stages put the tile counters back; neither can be skipped");
   LaunchCtx cf = stage_ctx(ctx, 'f');
