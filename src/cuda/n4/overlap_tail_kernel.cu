@@ -55,6 +55,8 @@ constexpr int kTraceTiles = 1024;
 constexpr int kTraceTokens = kTraceTiles * kTile;
 __device__ unsigned long long g_trace_tile[kTraceTiles][2];    // counted, pre stored
 __device__ unsigned long long g_trace_token[kTraceTokens][2];  // collapse start, end
+constexpr int kTraceBlocks = kTraceTokens + 1024;
+__device__ unsigned long long g_trace_block[kTraceBlocks][3];  // by ticket: start, end, 2 x SM + role
 __device__ __forceinline__ unsigned long long trace_now() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -85,6 +87,7 @@ __global__ void __launch_bounds__(kThreadsB, kVecs <= 4 ? 3 : 2) overlap_tail_ke
   if (threadIdx.x == 0) s_ticket = atomicAdd(d.tickets, 1u);
   __syncthreads();
   const uint32_t ticket = s_ticket;
+  MHC_TRACE(const unsigned long long block_start = trace_now());
   if (ticket < static_cast<uint32_t>(d.fin_blocks)) {
     const N4Params& p = d.f.p;
     const int64_t tiles = (p.T + kTile - 1) / kTile;
@@ -114,6 +117,13 @@ __global__ void __launch_bounds__(kThreadsB, kVecs <= 4 ? 3 : 2) overlap_tail_ke
     MHC_TRACE(if (threadIdx.x == 0 && token < kTraceTokens) g_trace_token[token][1] = trace_now());
   }
   __syncthreads();
+  MHC_TRACE(if (threadIdx.x == 0 && ticket < kTraceBlocks) {
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    g_trace_block[ticket][0] = block_start;
+    g_trace_block[ticket][1] = trace_now();
+    g_trace_block[ticket][2] = 2ull * sm + (ticket < static_cast<uint32_t>(d.fin_blocks) ? 0u : 1u);
+  });
   if (threadIdx.x == 0 && atomicAdd(d.tickets + 1, 1u) == gridDim.x - 1) {
     d.tickets[0] = 0u;  // every block has taken its ticket and finished: visible to the next launch
     d.tickets[1] = 0u;
@@ -131,7 +141,8 @@ void launch_tail_as(const TailParams& d, unsigned blocks, bool keep, const Launc
 
 #ifdef MHC_GEMM_PROBE
 struct TraceShape {
-  int64_t T = 0, H = 0;
+  int64_t T = 0, H = 0, blocks = 0;
+  int sms = 0;
   bool collapse = false;
 };
 TraceShape g_trace_shape;  // the last traced launch
@@ -175,6 +186,28 @@ void dump_trace() {
   print_quantiles("pre stored after its tile was counted", pre);
   print_quantiles("collapse start less its tile's count", lag);
   print_quantiles("collapse duration", dur);
+  // Where the tail's blocks ran while the GEMM kernel did: the blocks running at the midpoint of
+  // the tiles' counts, by multiprocessor and role.
+  std::vector<unsigned long long> blk(static_cast<size_t>(kTraceBlocks) * 3);
+  if (cudaMemcpyFromSymbol(blk.data(), g_trace_block, blk.size() * 8) != cudaSuccess) return;
+  const int64_t blocks = std::min<int64_t>(s.blocks, kTraceBlocks);
+  const double mid = t0 + last_tile / 2;
+  std::vector<int> per_sm(1024, 0);
+  int running[2] = {0, 0}, hist[4] = {0, 0, 0, 0};
+  double first_collapse = 1e30;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const double b0 = static_cast<double>(blk[3 * b]), b1 = static_cast<double>(blk[3 * b + 1]);
+    const int role = static_cast<int>(blk[3 * b + 2] & 1u), sm = static_cast<int>(blk[3 * b + 2] >> 1);
+    if (role == 1) first_collapse = std::min(first_collapse, b0 - t0);
+    if (b0 <= mid && mid < b1 && sm < 1024) {
+      ++running[role];
+      ++per_sm[sm];
+    }
+  }
+  for (int k = 0; k < s.sms && k < 1024; ++k) ++hist[std::min(per_sm[k], 3)];
+  std::printf("[trace at the counts' midpoint (%.1f us): tail blocks running %d finalize, %d collapse; "
+              "multiprocessors with 0 / 1 / 2 / 3+ of them: %d / %d / %d / %d; first collapse-role start %.1f us]\n",
+              last_tile / 2e3, running[0], running[1], hist[0], hist[1], hist[2], hist[3], first_collapse / 1e3);
 }
 #endif
 
@@ -211,7 +244,18 @@ void launch_overlap_tail_kernel(const N4Params& m, float* pre, const N4Params* c
   if (std::getenv("MHC_OVERLAP_TRACE") != nullptr) {
     static const bool registered = std::atexit(dump_trace) == 0;
     (void)registered;
-    g_trace_shape = TraceShape{m.T, collapse != nullptr ? collapse->H : m.H, collapse != nullptr};
+    g_trace_shape = TraceShape{m.T, collapse != nullptr ? collapse->H : m.H, blocks, ctx.num_sms, collapse != nullptr};
+  }
+  // MHC_OVERLAP_CARVEOUT=n: the tail's preferred shared-memory carveout, n percent (A/B).
+  if (const char* env = std::getenv("MHC_OVERLAP_CARVEOUT"); env != nullptr) {
+    static const bool set = [](int pct) {
+      for (auto k : {overlap_tail_kernel<2, false>, overlap_tail_kernel<4, false>, overlap_tail_kernel<8, false>,
+                     overlap_tail_kernel<2, true>, overlap_tail_kernel<4, true>, overlap_tail_kernel<8, true>}) {
+        MHC_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, pct));
+      }
+      return true;
+    }(std::atoi(env));
+    (void)set;
   }
 #endif
   // The collapse role's shape: collapse_stream_kernel's 256-thread shape for H (vectors a thread).
