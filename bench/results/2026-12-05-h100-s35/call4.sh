@@ -58,6 +58,18 @@ run_t xgrid 70 "$(grid "5120 7168" pre_computed_norm post_pre_normal_norm post_p
 run_t xfam 60 'Modes/GpuFamily.*/post_pre_normal_norm'
 unset MHC_TEST_VARIANTS
 drows 1
+# The overlap rows at mid T (calls 1 and 3: pre normal_fold T = 1024 33.3-33.7 us against staged's
+# 39.6-39.7 at H = 4096, 43.2 against 47.5 at 5120): one launch fewer than staged's chain.
+for v in staged overlap; do
+  timeout 14 "$BD/tools/mhc" bench --ops pre --modes normal_fold --H 4096,5120,7168 --T 256,512,1024,2048 \
+    --variant pre.cuda_n4_$v --budget-s 6 2>&1 | grep "^\[" | sed "s/^/[mid $v] /"
+  timeout 14 "$BD/tools/mhc" bench --ops post_pre --modes normal_fold,shifted_fold --H 4096,7168 --T 512,1024,2048 \
+    --variant post_pre.cuda_n4_$v --budget-s 6 2>&1 | grep "^\[" | sed "s/^/[mid $v] /"
+  timeout 8 "$BD/tools/mhc" bench --ops head --modes learned_fold --H 4096,7168 --T 1024,2048 \
+    --variant head.cuda_n4_$v --budget-s 3 2>&1 | grep "^\[" | sed "s/^/[mid $v] /"
+  timeout 8 "$BD/tools/mhc" bench --ops pre_broadcast --modes normal_fold --H 4096,7168 --T 1024,2048 \
+    --variant pre_broadcast.cuda_n4b_$v --budget-s 3 2>&1 | grep "^\[" | sed "s/^/[mid $v] /"
+done
 export MHC_TEST_VARIANTS=cuda_n4_staged_rb
 run_t rbgrid 60 "$(grid "4096 7168 16384" mixes pre_computed_norm post_pre_normal_norm)"
 unset MHC_TEST_VARIANTS
