@@ -1386,7 +1386,7 @@ class GpuFamily : public testing::TestWithParam<int> {};
 // crosses the thresholds: decode limit (128), its token groups per block (G > 1 from T = 33 at
 // H = 7168), the post_pre preference at H > 5120 and T > 96, the staged plans' preference (512, post_pre
 // 1024, above H = 4096 768, shifted post_pre 768: its post mode of collapse_stream_kernel runs at every
-// T of the staged variant), the 32-token tile, the slices of the n4 plans
+// T of the staged variant), pre's overlap window (1024 .. 2048), the 32-token tile, the slices of the n4 plans
 // (1920, 2048), finalize_kernel's round-batched form (H > 4096, up to 2 x SMs x 10 tokens: 2640 on
 // an H200, so 1921 runs it at H = 7168 and 2641 the element form), the GEMM stage's group runs
 // (4096), and odd sizes. Reports how many comparisons it made; post_pre and pre must make
@@ -1405,7 +1405,7 @@ TEST_P(GpuFamily, VariantsOfOneFamilyAreBitEqual) {
   // 4095 / 4097: either side of gemm_group_kernel's slice threshold (4096); H = 4608 and 1536
   // have chunk counts that are not multiples of 8 (groups of unequal length), H = 512 has 4
   // chunks (4 groups).
-  const std::vector<Sweep> sweeps = {{4096, {1, 2, 7, 16, 17, 33, 64, 65, 129, 600, 1920, 1921, 4095, 4097}},
+  const std::vector<Sweep> sweeps = {{4096, {1, 2, 7, 16, 17, 33, 64, 65, 129, 600, 1024, 1920, 1921, 2049, 4095, 4097}},
                                      {7168, {1, 17, 65, 97, 128, 767, 768, 1921, 2641, 4097}},
                                      {4608, {4097}},
                                      {1536, {4097}},

@@ -68,10 +68,10 @@ std::vector<Variant> cuda_variants() {
       // pre
       decode_chunk("pre.cuda_n4_decode_chunk", Op::kPre),
       decode("pre.cuda_n4_decode", Op::kPre),
+      {"pre.cuda_n4_overlap", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_overlap_supports, n4_staged_overlap_run, kOverlapPlan, "n4", n4_overlap_prefer_pre},
       {"pre.cuda_n4_staged", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel (gemm_group_kernel from 4096 tokens a slice) -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4_staged_wg", Op::kPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4_staged_rb", Op::kPre, DeviceType::kCUDA, kN4Rb, n4_staged_rb_supports, n4_staged_rb_run, "gemm_rb_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
-      {"pre.cuda_n4_overlap", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_overlap_supports, n4_staged_overlap_run, kOverlapPlan, "n4", n4_staged_prefer},
       {"pre.cuda_n4", Op::kPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
       generic("pre.cuda_generic", Op::kPre),
       // pre_broadcast: by fn_b (spec section 4.4) at every T, so one family serves every batch; the

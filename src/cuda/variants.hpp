@@ -57,6 +57,8 @@ void n4_overlap_b_run(const detail::Problem& p);
 /// (T >= kStagedPreferPostPre).
 bool n4_staged_prefer(const detail::Problem& p);
 bool n4_staged_prefer_post_pre(const detail::Problem& p);
+/// Where the dispatcher prefers the overlap rows for pre (kOverlapPreferPre*, staged.cu).
+bool n4_overlap_prefer_pre(const detail::Problem& p);
 // src/cuda/n4/staged.cu: post alone with one form of post_kernel each (n4_supports).
 void n4_post_flat_run(const detail::Problem& p);
 void n4_post_rows_run(const detail::Problem& p);

@@ -55,6 +55,14 @@ constexpr int64_t kStagedPreferTokens = 512;
 constexpr int64_t kStagedPreferPostPre = 1024;
 constexpr int64_t kStagedPreferPostPreWide = 768;
 constexpr int64_t kStagedPreferPostPreShifted = 768;
+// pre (computed pre) takes the overlap rows at 1024 <= T <= 2048, where they save the staged
+// chain's third launch (session 35, H100, pre normal_fold, staged against overlap: T = 1024
+// 39.62 / 61.29 against 33.23 / 59.96 us at H = 4096 / 7168, T = 2048 68.50 / 111.14 against
+// 60.45 / 102.95; T = 512 26.41 / 38.78 against 26.53 / 39.52; T = 4096 113.88 / 198.42 against
+// 117.08 / 203.25). Not post_pre (normal_fold even, shifted_fold 13-27% slower there) nor head and
+// pre_broadcast (not measured at these T).
+constexpr int64_t kOverlapPreferPreFirst = 1024;
+constexpr int64_t kOverlapPreferPreLast = 2048;
 // gemm_group_kernel runs the GEMM stage of slices of this many tokens or more: below it, a
 // block's share of a group's tiles (1/16 on an H200) leaves warps idle in every pass, and
 // gemm_kernel's chunk-major ranges keep every warp busy.
@@ -128,6 +136,9 @@ N4Params with_fresh_pre(N4Params c, const float* pre, int64_t stride) {
 }  // namespace
 
 bool n4_staged_prefer(const detail::Problem& p) { return p.T >= kStagedPreferTokens; }
+bool n4_overlap_prefer_pre(const detail::Problem& p) {
+  return p.T >= kOverlapPreferPreFirst && p.T <= kOverlapPreferPreLast;
+}
 bool n4_staged_prefer_post_pre(const detail::Problem& p) {
   if (p.pre_source == PreSource::kCarried) return p.T >= kStagedPreferPostPreShifted;
   return p.T >= (p.H > 4096 ? kStagedPreferPostPreWide : kStagedPreferPostPre);
