@@ -1,4 +1,4 @@
-# Session 35, call 6 (the last ~270 s of the budget after four refused starts): call 5's first two
+# Session 35, call 6 (the last ~270 s of the budget after five refused starts): call 5's first two
 # parts only. The mid-T rows of the overlap form against staged, then gemm_rb_kernel's mixes rows.
 # Invocation: as call 5, but the log goes straight to the returned folder (so a cut call still
 # returns what it measured): R0=$OUT; cd .snap && export OUT=/tmp/o MHC_S7_PREFILL='bash call.sh';
