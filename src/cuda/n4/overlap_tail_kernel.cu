@@ -49,7 +49,9 @@ constexpr int kPreRounds = 4;  // early_pre: rounds of 8 loads in flight at once
 // lines (dump_trace): when each tile's counter was seen complete and its pre stored (finalize
 // role), and when each token's collapse started (its streams' loads) and ended. The collapse's
 // start less its tile's completion is how long after the GEMM stage's read of the streams the
-// collapse re-reads them. Release builds record nothing.
+// collapse re-reads them. Also each block's multiprocessor and span, summed up as the tail blocks
+// running at the midpoint of the tiles' counts, by multiprocessor. MHC_OVERLAP_CARVEOUT=n sets the
+// tail kernel's preferred shared-memory carveout (n percent). Release builds record nothing.
 #ifdef MHC_GEMM_PROBE
 constexpr int kTraceTiles = 1024;
 constexpr int kTraceTokens = kTraceTiles * kTile;
@@ -76,7 +78,8 @@ struct TailParams {
 
 // Registers: beside a GEMM block (184 x 128 threads allocated) the register file holds two
 // 256-thread blocks of at most 80 registers each; the bound of 3 blocks caps them at 80 (<8>, H >
-// 8192, needs more: one block there).
+// 8192, needs more: one block there). That is the count; measured (session 35, H100), the collapse
+// role's blocks ran after the GEMM kernel, not beside it (docs/performance.md, "The overlap rows").
 template <int kVecs, bool kKeep>
 __global__ void __launch_bounds__(kThreadsB, kVecs <= 4 ? 3 : 2) overlap_tail_kernel(const TailParams d) {
   __shared__ float s_dot[kTile][kPartial];
