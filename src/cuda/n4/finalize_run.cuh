@@ -1,8 +1,8 @@
 // src/cuda/n4/finalize_run.cuh - finalize_kernel's work on one run of tokens (its header says
 // what it computes, the layouts and the order): the canonical sums of the run's partials into
 // shared memory, then each token's mixes epilogue on one thread. finalize_kernel runs it once a
-// block; overlap_tail_kernel's finalize role once a 32-token tile, after take_tile. One code, so
-// the same bits.
+// block; overlap_tail_kernel's finalize role and persistent_kernel's tail warps once a 32-token
+// tile, after take_tile. One code, so the same bits.
 #pragma once
 
 #include "src/cuda/n4/canonical.cuh"
@@ -35,6 +35,12 @@ __device__ __forceinline__ float finish_group(float s, int n_real) {
   if (n_real == 0) return 0.0f;
   return n_real < kGroupTerms ? s + 0.0f : s;
 }
+
+/// The barrier of the threads that run finalize_run and early_pre: the block's (__syncthreads), or
+/// in persistent_kernel the named barrier of its 256 tail threads (the block's first 8 warps).
+struct BlockBarrier {
+  __device__ __forceinline__ void operator()() const { __syncthreads(); }
+};
 
 /// One element's canonical sum over the runs: element idx of each run c < runs (c * chunk_stride
 /// floats from base), in rounds of 8 runs (round i: runs 8 i .. 8 i + 7, one term of each group),
@@ -71,11 +77,12 @@ __device__ __forceinline__ float element_sum(const float* base, int64_t chunk_st
 }
 
 /// The run [t0, t0 + count) of f.p's tokens (1 <= count <= kTokens), by every thread of a
-/// kFinThreads block: the sums into s_dot, a block barrier, then thread t's epilogue of token
-/// t0 + t, writing the mixes and, where f.pre is set, the fresh pre before the comb's chain.
-template <int kTokens, int kBatch, bool kGrouped, int kRounds>
+/// kFinThreads block (threads 0 .. kFinThreads - 1 of the block; sync() their barrier): the sums
+/// into s_dot, a barrier, then thread t's epilogue of token t0 + t, writing the mixes and, where
+/// f.pre is set, the fresh pre before the comb's chain.
+template <int kTokens, int kBatch, bool kGrouped, int kRounds, typename Sync = BlockBarrier>
 __device__ __forceinline__ void finalize_run(const FinalizeParams& f, int64_t t0, int count,
-                                             float (*s_dot)[kPartial]) {
+                                             float (*s_dot)[kPartial], Sync sync = {}) {
   constexpr int kElems = elems_of(kTokens);
   const N4Params& p = f.p;
   const int tid = threadIdx.x;
@@ -122,7 +129,7 @@ __device__ __forceinline__ void finalize_run(const FinalizeParams& f, int64_t t0
       }
     }
   }
-  __syncthreads();
+  sync();
   if (tid < count) {
     const int64_t t = t0 + tid;
     // The pre and post outputs, then the fresh pre into the buffer, then the comb's Sinkhorn
@@ -146,9 +153,10 @@ __device__ __forceinline__ void finalize_run(const FinalizeParams& f, int64_t t0
 /// finalize_run sums it (the same rounds, groups and zero terms), kRounds rounds of its loads at
 /// a time; then thread t < count forms token t0 + t's pre by mixes_pre, the epilogue's own first
 /// part, so the bits are finalize_run's. The caller runs finalize_run with f.pre = null after it.
-/// s_pre: count x 5 floats of shared memory.
-template <int kRounds>
-__device__ __forceinline__ void early_pre(const FinalizeParams& f, int64_t t0, int count, float (*s_pre)[kN + 1]) {
+/// s_pre: count x 5 floats of shared memory; sync as finalize_run's.
+template <int kRounds, typename Sync = BlockBarrier>
+__device__ __forceinline__ void early_pre(const FinalizeParams& f, int64_t t0, int count, float (*s_pre)[kN + 1],
+                                          Sync sync = {}) {
   const N4Params& p = f.p;
   const int tid = threadIdx.x;
   const float* base = partial_at(p, t0, 0);
@@ -159,7 +167,7 @@ __device__ __forceinline__ void early_pre(const FinalizeParams& f, int64_t t0, i
     s_pre[tok][q] = element_sum<kRounds>(base, chunk_stride, tok * kPartial + (q < kN ? q : kRows), rounds, p.chunks,
                                          p.chunks);
   }
-  __syncthreads();
+  sync();
   if (tid < count) {
     float pre[kN];
     mixes_pre<kN>(p.epi, s_pre[tid], s_pre[tid][kN], p.inv_k, pre);
@@ -170,7 +178,7 @@ __device__ __forceinline__ void early_pre(const FinalizeParams& f, int64_t t0, i
   }
 }
 
-/// The overlap rows: thread 0 waits until tile `tile`'s counter (p.tile_arrivals, added to by the
+/// The overlap rows and persistent_kernel: thread 0 waits until tile `tile`'s counter (p.tile_arrivals, added to by the
 /// GEMM stage's overlapped form once an item's partials are stored) counts every chunk, with an
 /// acquire at GPU scope, and puts 0 back (nothing else touches the counter in this launch; the
 /// next launch finds it 0). The caller's block barrier then orders the tile's loads after it.

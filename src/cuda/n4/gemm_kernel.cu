@@ -73,10 +73,6 @@ constexpr int kOverlapSmem = gemm_smem(kOverlapWarps, kOverlapSlots);  // 168 KB
 // to measure what such a change would buy). Only 0 gives correct partials.
 template <int kWarps = kGemmWarps, int kSlots = kGemmSlots, int kPart = 0, bool kOverlap = false>
 __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) {
-  constexpr int kGemmThreads = kWarps * 32;
-  constexpr bool kCopies = kPart != 4 && kPart != 6, kDoSquares = kPart != 1 && kPart != 3 && kPart != 5 && kPart != 7,
-                 kDots = kPart != 1 && kPart != 2 && kPart != 5, kStores = kPart != 5 && kPart != 6,
-                 kMmaSquares = kPart == 7;
   static_assert(!kOverlap || kPart == 0, "the overlapped form stores its partials");
   extern __shared__ __align__(128) unsigned char smem[];
   if (!kOverlap) pdl_launch_dependents();
@@ -84,61 +80,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) 
   const Items items(p.T, p.chunks);
   if (items.count <= 0) return;  // block-uniform (an exited block counts as triggered)
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
-  const int first_chunk = items.chunk(0), last_chunk = items.chunk(items.count - 1);
   // The first chunk's fragments are weights: their copies overlap the end of the kernel before.
-  load_fragments<kGemmThreads>(p, smem, first_chunk, static_cast<int>(threadIdx.x));
+  load_fragments<kWarps * 32>(p, smem, items.chunk(0), static_cast<int>(threadIdx.x));
   cp_async_commit();
   pdl_wait();
   if (kOverlap) pdl_launch_dependents();  // after the kernel before has completed (see the header)
-  const OwnerSteps steps(items, warp, kWarps);  // this warp's steps
-  unsigned char* ring = smem + kFragBytes + warp * kSlots * kSlotBytes;
-#pragma unroll
-  for (int s = 0; s < kSlots; ++s) {
-    if (kCopies && s < steps.count) issue_step(p, items, steps.item(s), s % kN, ring + s * kSlotBytes, lane);
-    cp_async_commit();
-  }
-  float part[kMTiles][3][4];
-  float sq[kUnits];
-  float sqmma[kMTiles][2][4];  // part 7 only
-  int s = 0;
-  for (int chunk = first_chunk; chunk <= last_chunk; ++chunk) {
-    if (chunk != first_chunk) {
-      __syncthreads();  // every warp is done with the previous chunk's fragments
-      load_fragments<kGemmThreads>(p, smem, chunk, static_cast<int>(threadIdx.x));
-      cp_async_commit();
-      cp_async_wait<0>();
-    } else {
-      cp_async_wait<kSlots>();  // the fragments (the ring's first copies may still be in flight)
-    }
-    __syncthreads();  // the chunk's fragments are visible to every warp
-    const uint2* frag = reinterpret_cast<const uint2*>(smem);
-#pragma unroll 1
-    for (; s < steps.count; ++s) {
-      const int local = steps.item(s);
-      if (items.chunk(local) != chunk) break;
-      const int j = s % kN;
-      unsigned char* slot = ring + (s % kSlots) * kSlotBytes;
-      cp_async_wait<kSlots - 1>();  // this lane's copies of step s have landed
-      __syncwarp();                     // and the other lanes'
-      if constexpr (kDoSquares) square_sums(slot, lane, j == 0, sq);
-      if constexpr (kDots) {
-        stream_dots<kMmaSquares>(slot, frag + j * kMmaSteps * kNTiles * 32, lane, j == 0, part, sqmma);
-      } else if (j == 0) {
-        for (auto& m : part) for (auto& b : m) for (float& c : b) c = 0.0f;
-      }
-      if (j == kN - 1 && (kStores || p.T < 0)) {  // p.T < 0 never: parts 5, 6 keep their arithmetic
-        store_item<kDoSquares, kMmaSquares>(p, chunk, items.tile(local), lane, slot, part, sq, sqmma);
-        if constexpr (kOverlap) {
-          __syncwarp();  // every lane's stores of the item come before lane 0's release
-          if (lane == 0) red_add_release_gpu(p.tile_arrivals + items.tile(local), 1u);
-        }
-      }
-      __syncwarp();  // every lane is done reading the slot
-      const int next = s + kSlots;
-      if (kCopies && next < steps.count) issue_step(p, items, steps.item(next), next % kN, slot, lane);
-      cp_async_commit();
-    }
-  }
+  run_owner_steps<kWarps, kSlots, kPart, kOverlap>(p, items, smem, warp, lane, static_cast<int>(threadIdx.x),
+                                                   [] { __syncthreads(); });
 }
 
 }  // namespace

@@ -95,14 +95,16 @@ __device__ __forceinline__ void issue_rows(const N4Params& p, int chunk, int64_t
 /// b % chunks and takes the tiles group, group + groups, .. (group = b / chunks, groups =
 /// gridDim.x / chunks: the launchers' grids are a whole number of groups). The interface of
 /// ChunkTileItems.
+/// gemm_groups > 0 (persistent_kernel, whose grid has blocks beyond the GEMM's): that many
+/// groups, blocks gemm_groups x chunks and on holding no items.
 struct GroupTileItems {
   int count, chunk_, group, groups;
-  __device__ GroupTileItems(int64_t T, int chunks) {
+  __device__ GroupTileItems(int64_t T, int chunks, int gemm_groups = 0) {
     const int64_t tiles = (T + kTile - 1) / kTile;
-    groups = static_cast<int>(gridDim.x) / chunks;
+    groups = gemm_groups > 0 ? gemm_groups : static_cast<int>(gridDim.x) / chunks;
     chunk_ = static_cast<int>(blockIdx.x) % chunks;
     group = static_cast<int>(blockIdx.x) / chunks;
-    count = group < tiles ? static_cast<int>((tiles - group + groups - 1) / groups) : 0;
+    count = group < tiles && group < groups ? static_cast<int>((tiles - group + groups - 1) / groups) : 0;
   }
   __device__ int chunk(int) const { return chunk_; }
   __device__ int64_t tile(int i) const { return group + static_cast<int64_t>(i) * groups; }
@@ -327,6 +329,72 @@ __device__ __forceinline__ void store_item(const N4Params& p, int chunk, int64_t
   float* dst = partial_at(p, tile * kTile, chunk);
 #pragma unroll 5
   for (int i = lane; i < valid * kPartial; i += 32) dst[i] = staged[i];
+}
+
+/// The steps of warp `warp` of a GEMM block of kWarps warps (gemm_kernel; persistent_kernel's GEMM
+/// warps) over the block's items, each warp with its ring of kSlots slots after the chunk's B
+/// fragments in `smem`: the caller has issued and committed the copies of the first chunk's
+/// fragments (one cp.async group) and waited for the kernel before. block_sync() synchronises
+/// the block's kWarps warps (the fragments' reload between chunks). kPart: gemm_kernel's
+/// diagnostics part (0: the kernel). kCount: after an item's partials are stored, lane 0 adds 1 to
+/// its tile's counter (p.tile_arrivals, a release at GPU scope after __syncwarp).
+template <int kWarps, int kSlots, int kPart, bool kCount, typename Items, typename BlockSync>
+__device__ __forceinline__ void run_owner_steps(const N4Params& p, const Items& items, unsigned char* smem, int warp,
+                                                int lane, int tid, BlockSync block_sync) {
+  constexpr bool kCopies = kPart != 4 && kPart != 6, kDoSquares = kPart != 1 && kPart != 3 && kPart != 5 && kPart != 7,
+                 kDots = kPart != 1 && kPart != 2 && kPart != 5, kStores = kPart != 5 && kPart != 6,
+                 kMmaSquares = kPart == 7;
+  static_assert(!kCount || kPart == 0, "a counted item stores its partials");
+  const int first_chunk = items.chunk(0), last_chunk = items.chunk(items.count - 1);
+  const OwnerSteps steps(items, warp, kWarps);  // this warp's steps
+  unsigned char* ring = smem + kFragBytes + warp * kSlots * kSlotBytes;
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) {
+    if (kCopies && s < steps.count) issue_step(p, items, steps.item(s), s % kN, ring + s * kSlotBytes, lane);
+    cp_async_commit();
+  }
+  float part[kMTiles][3][4];
+  float sq[kUnits];
+  float sqmma[kMTiles][2][4];  // part 7 only
+  int s = 0;
+  for (int chunk = first_chunk; chunk <= last_chunk; ++chunk) {
+    if (chunk != first_chunk) {
+      block_sync();  // every warp is done with the previous chunk's fragments
+      load_fragments<kWarps * 32>(p, smem, chunk, tid);
+      cp_async_commit();
+      cp_async_wait<0>();
+    } else {
+      cp_async_wait<kSlots>();  // the fragments (the ring's first copies may still be in flight)
+    }
+    block_sync();  // the chunk's fragments are visible to every warp
+    const uint2* frag = reinterpret_cast<const uint2*>(smem);
+#pragma unroll 1
+    for (; s < steps.count; ++s) {
+      const int local = steps.item(s);
+      if (items.chunk(local) != chunk) break;
+      const int j = s % kN;
+      unsigned char* slot = ring + (s % kSlots) * kSlotBytes;
+      cp_async_wait<kSlots - 1>();  // this lane's copies of step s have landed
+      __syncwarp();                     // and the other lanes'
+      if constexpr (kDoSquares) square_sums(slot, lane, j == 0, sq);
+      if constexpr (kDots) {
+        stream_dots<kMmaSquares>(slot, frag + j * kMmaSteps * kNTiles * 32, lane, j == 0, part, sqmma);
+      } else if (j == 0) {
+        for (auto& m : part) for (auto& b : m) for (float& c : b) c = 0.0f;
+      }
+      if (j == kN - 1 && (kStores || p.T < 0)) {  // p.T < 0 never: parts 5, 6 keep their arithmetic
+        store_item<kDoSquares, kMmaSquares>(p, chunk, items.tile(local), lane, slot, part, sq, sqmma);
+        if constexpr (kCount) {
+          __syncwarp();  // every lane's stores of the item come before lane 0's release
+          if (lane == 0) red_add_release_gpu(p.tile_arrivals + items.tile(local), 1u);
+        }
+      }
+      __syncwarp();  // every lane is done reading the slot
+      const int next = s + kSlots;
+      if (kCopies && next < steps.count) issue_step(p, items, steps.item(next), next % kN, slot, lane);
+      cp_async_commit();
+    }
+  }
 }
 
 }  // namespace mhc::cuda::n4::gemm_step

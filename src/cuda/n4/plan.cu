@@ -140,13 +140,14 @@ void n4_decode_chunk_run(const detail::Problem& p) {
                              launch_ctx(p));
 }
 
-bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* gemm_rb, bool* post_bulk) {
+bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* gemm_rb, bool* post_bulk, bool* persistent) {
   int device = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&device));
   *gemm = configure_gemm_kernel(device);
   *gemm_group = *gemm && configure_gemm_group_kernel(device);
   *gemm_wg = configure_gemm_wg_kernel(device);
   *gemm_rb = *gemm && configure_gemm_rb_kernel(device);  // staged_rb takes gemm_kernel where its runs do not fit
+  *persistent = *gemm && configure_persistent_kernel(device);  // the overlap rows' kernels where it does not apply
   int major = 0;
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   // bulk copies (sm_90+): post_bulk_kernel and post_collapse_kernel

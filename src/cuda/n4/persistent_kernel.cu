@@ -1,0 +1,321 @@
+// src/cuda/n4/persistent_kernel.cu - the persistent rows' one kernel (cuda_n4_persistent,
+// staged.cu): gemm_kernel's overlapped items, finalize_kernel's work and collapse_stream_kernel's
+// work for one slice, the three roles as warps of one block on every multiprocessor, so that the
+// collapse re-reads a tile's streams from L2 shortly after the GEMM warps read them, whatever the
+// block scheduler would have done with separate kernels (docs/performance.md, "The overlap rows").
+//
+// What it computes: the same outputs, bit for bit, as gemm_kernel, finalize_kernel and
+// collapse_stream_kernel with the pre mailbox (the overlap rows' overlap_tail_kernel computes them
+// the same way): each 32-token tile's chunk partials, their canonical sums and the mixes
+// epilogue (finalize_run.cuh), each token's fresh pre through the workspace's pre mailbox, and
+// each token's collapse with the fresh pre and its RMSNorm fold.
+// Grid mapping: G = gridDim.x <= the multiprocessors, one 384-thread block each (168 KB of dynamic
+// shared memory and every register: never two blocks on one multiprocessor), all resident at once.
+//   Warps 8-11 (the GEMM warps, warpgroup 2): the first gemm_groups x chunks blocks run
+//     gemm_kernel's overlapped form on them (block b keeps chunk b % chunks and takes the tiles
+//     g, g + gemm_groups, .. of group g = b / chunks; run_owner_steps, the block's 4 warps with a
+//     ring of 3 slots each), counting each (chunk, tile) item in the tile's counter once stored.
+//   Warps 0-7 (the tail, warpgroups 0 and 1, 256 threads on named barrier 1): block b finalizes
+//     the tiles b, b + G, .. (take_tile, then the tile's pre into the mailbox first (early_pre),
+//     then the rest of finalize_run) and collapses the tokens b, b + G, .. two at a time (the pair
+//     t, t + G: both tokens' loads in flight together, one block_sum for both folds), each pre
+//     polled in the mailbox. The tail takes its items in the order of the tile they wait for
+//     (a finalize before the collapses of its tile), so the item that waits on the lowest tile
+//     always runs: nothing waits in a cycle, and no item waits for a block that is not resident.
+// Registers: ptxas gives the block 168 a thread (384 x 168 of 64 K); setmaxnreg then moves them
+// to 200 for the GEMM warps (gemm_kernel's overlapped form took 181) and 152 for the tail.
+// PDL: every warp waits for the kernel before (pdl_wait) before it reads the streams or touches a
+// counter or the mailbox, then lets the kernel after it start.
+// Accumulation: gemm_kernel's, finalize_kernel's and collapse_stream_kernel's (their headers): the
+// pair's collapse keeps collapse_token's order for each token (thread tid's fmaf chain over its
+// vectors tid, tid + 256, .. in order, block_sum over the 8 warps in order).
+// Envelope: the n4 envelope with H <= 8192 (at most 4 vectors a thread of the collapse), chunks <=
+// the multiprocessors (every GEMM block resident with the tail that waits on it), the pre mailbox,
+// p.T <= the workspace's tile counters x 32; compute capability 9.0 with this binary's sm_90a
+// code (setmaxnreg): configure_persistent_kernel.
+#include "src/cuda/launch.cuh"
+#include "src/cuda/n4/collapse_token.cuh"
+#include "src/cuda/n4/finalize_run.cuh"
+#include "src/cuda/n4/gemm_step.cuh"
+#include "src/cuda/n4/kernels.hpp"
+
+namespace mhc::cuda::n4 {
+
+namespace {
+
+using namespace gemm_step;
+
+constexpr int kTailWarps = 8;                         // warps 0-7: finalize and collapse
+constexpr int kTailThreads = kTailWarps * 32;         // 256
+constexpr int kPGemmWarps = 4;                        // warps 8-11: the GEMM items
+constexpr int kPSlots = 3;                            // ring slots per GEMM warp (gemm_kernel's overlapped form)
+constexpr int kPThreads = kTailThreads + kPGemmWarps * 32;  // 384
+constexpr int kPSmem = kFragBytes + kPGemmWarps * kPSlots * kSlotBytes;  // 168 KB
+constexpr int kLaunchRegs = 168, kTailRegs = 160, kGemmRegs = 184;
+static_assert(kTailThreads == kFinThreads && kTailThreads == kThreadsB, "the tail runs the 256-thread shapes");
+static_assert(kTailThreads * kTailRegs + kPGemmWarps * 32 * kGemmRegs <= kPThreads * kLaunchRegs &&
+                  kPThreads * kLaunchRegs <= 65536,
+              "setmaxnreg moves registers within the block's allocation");
+static_assert(kPSmem + 4 * 1024 <= 227 * 1024, "persistent_kernel shared memory");
+
+struct PersistentParams {
+  FinalizeParams f;     // the GEMM's and the finalize's params (the streams as p.residual), the mailbox as f.pre
+  N4Params c;           // the collapse's params (the mailbox as its polled pre)
+  int32_t gemm_groups;  // the GEMM runs on blocks 0 .. gemm_groups x chunks - 1
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr int kPTailBatch = 2;  // finalize: element batches of 2 (overlap_tail_kernel's)
+constexpr int kPPreRounds = 4;  // early_pre: rounds of 8 loads in flight at once
+constexpr int kTailBar = 1, kGemmBar = 2;  // named barriers (0 is __syncthreads)
+
+struct TailBarrier {
+  __device__ __forceinline__ void operator()() const {
+    asm volatile("bar.sync %0, %1;\n" ::"n"(kTailBar), "n"(kTailThreads) : "memory");
+  }
+};
+struct GemmBarrier {
+  __device__ __forceinline__ void operator()() const {
+    asm volatile("bar.sync %0, %1;\n" ::"n"(kGemmBar), "n"(kPGemmWarps * 32) : "memory");
+  }
+};
+
+template <int kRegs>
+__device__ __forceinline__ void regs_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void regs_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+// The GEMM warps (warp 0-3 of the role, thread tid 0-127): gemm_kernel's overlapped form.
+__device__ __forceinline__ void gemm_role(const N4Params& p, int gemm_groups, unsigned char* smem, int warp, int lane,
+                                          int tid) {
+  const GroupTileItems items(p.T, p.chunks, gemm_groups);
+  if (items.count <= 0) {  // uniform over the role's warps
+    pdl_wait();
+    pdl_launch_dependents();
+    return;
+  }
+  // The first chunk's fragments are weights: their copies overlap the end of the kernel before.
+  load_fragments<kPGemmWarps * 32>(p, smem, items.chunk(0), tid);
+  cp_async_commit();
+  pdl_wait();
+  pdl_launch_dependents();
+  run_owner_steps<kPGemmWarps, kPSlots, 0, true>(p, items, smem, warp, lane, tid, GemmBarrier{});
+}
+
+// Tile `tile` of the slice, once its counter counts every chunk: its pre into the mailbox, then
+// the rest of finalize_kernel's work (as overlap_tail_kernel's finalize role).
+__device__ __forceinline__ void finalize_tile(const FinalizeParams& f, const FinalizeParams& rest, int64_t tile,
+                                              float (*s_dot)[kPartial], float (*s_pre)[kN + 1]) {
+  take_tile(f.p, tile);
+  TailBarrier{}();  // the tile's loads after thread 0's acquire; s_dot's and s_pre's last readers are done
+  const int64_t t0 = tile * kTile;
+  const int count = tile_tokens(f.p, tile);
+  early_pre<kPPreRounds>(f, t0, count, s_pre, TailBarrier{});
+  finalize_run<kTile, kPTailBatch, false, 0>(rest, t0, count, s_dot, TailBarrier{});
+}
+
+// The collapse of tokens t0 and t1 (t1 < 0: t0 alone) with the weighted pre polled in the
+// mailbox, by the 256 tail threads: collapse_token's arithmetic for each token (its header), the
+// two tokens' first loads issued before either pre is polled. Then the mailbox's poison back
+// for both, once every thread has read them.
+template <int kVecs>
+__device__ __forceinline__ void collapse_pair(const N4Params& c, int64_t t0, int64_t t1, float* scratch) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int64_t vecs = c.H / 8;
+  const bool fold = c.rmsnorm_weight != nullptr;
+  const int64_t tok[2] = {t0, t1 >= 0 ? t1 : t0};
+  const int nt = t1 >= 0 ? 2 : 1;
+  float pre[2][kN], scale[2] = {0.0f, 0.0f}, sq[2] = {0.0f, 0.0f};
+  uint4 u[2][kVecs];
+#pragma unroll
+  for (int b = 0; b < kVecs; b += kCollapseBatch) {
+    uint4 r[2][kCollapseBatch][kN];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const bf16_t* x = c.x + tok[k] * c.x_stride;
+#pragma unroll
+      for (int q = 0; q < kCollapseBatch; ++q) {
+        const int64_t v = tid + static_cast<int64_t>(b + q) * kTailThreads;
+#pragma unroll
+        for (int j = 0; j < kN; ++j) {
+          r[k][q][j] = k < nt && v < vecs ? ldcs16(x + j * c.x_stream_stride + v * 8) : make_uint4(0, 0, 0, 0);
+        }
+      }
+    }
+    if (b == 0) {
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        if (k < nt) {
+          poll_pre(c.pre_mix_in + tok[k] * c.pre_mix_in_stride, pre[k]);
+          scale[k] = sum_error_scale(pre[k]);
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      bf16_t* dst = c.layer_input + tok[k] * c.layer_input_stride;
+      bf16_t* copies = c.copy_x_out ? c.residual_out + tok[k] * c.residual_out_stride : nullptr;
+#pragma unroll
+      for (int q = 0; q < kCollapseBatch; ++q) {
+        const int64_t v = tid + static_cast<int64_t>(b + q) * kTailThreads;
+        if (k < nt && v < vecs) {
+          if (copies != nullptr) {
+#pragma unroll
+            for (int j = 0; j < kN; ++j) st16(copies + j * c.H + v * 8, r[k][q][0]);
+          }
+          u[k][b + q] = collapse_vec(CollapseKind::kWeighted, pre[k], scale[k], r[k][q]);
+          if (!fold) {
+            st16(dst + v * 8, u[k][b + q]);
+          } else {
+            add_squares(u[k][b + q], sq[k]);
+          }
+        }
+      }
+    }
+  }
+  if (fold) {  // uniform
+    block_sum<2, kTailWarps, kTailBar>(sq, scratch);
+    float inv[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) inv[k] = 1.0f / sqrtf(sq[k] / static_cast<float>(c.H) + c.rmsnorm_eps);
+#pragma unroll
+    for (int q = 0; q < kVecs; ++q) {
+      const int64_t v = tid + static_cast<int64_t>(q) * kTailThreads;
+      if (v < vecs) {
+        const uint4 w = ld16(c.rmsnorm_weight + v * 8);
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          if (k < nt) st16(c.layer_input + tok[k] * c.layer_input_stride + v * 8, fold_vec(u[k][q], w, inv[k]));
+        }
+      }
+    }
+  }
+  TailBarrier{}();  // every tail thread has read both pres
+  if (tid < nt) {
+    const uint32_t poison = kPrePoison;
+    const int64_t t = tid == 0 ? t0 : t1;
+    asm volatile("st.global.v4.u32 [%0], {%1, %1, %1, %1};" ::"l"(c.pre_mix_in + t * c.pre_mix_in_stride),
+                 "r"(poison)
+                 : "memory");
+  }
+}
+
+// The tail warps: this block's finalize tiles and collapse pairs, in the order of the tile each
+// waits for (the header says why nothing then waits in a cycle).
+template <int kVecs>
+__device__ __forceinline__ void tail_role(const PersistentParams& d, float (*s_dot)[kPartial],
+                                          float (*s_pre)[kN + 1], float* scratch) {
+  pdl_wait();
+  pdl_launch_dependents();
+  const int64_t T = d.f.p.T, tiles = (T + kTile - 1) / kTile;
+  const int64_t G = gridDim.x;
+  FinalizeParams rest = d.f;  // finalize_run after early_pre: the pre is in the mailbox already
+  rest.pre = nullptr;
+  int64_t tile = blockIdx.x;  // the next tile to finalize
+  int64_t t0 = blockIdx.x;    // the next pair: t0, t0 + G
+#pragma unroll 1
+  for (;;) {
+    const bool pair = t0 < T;
+    const int64_t t1 = t0 + G < T ? t0 + G : -1;
+    const int64_t waits = (t1 >= 0 ? t1 : t0) / kTile;  // the tile whose pre the pair waits for last
+    if (tile < tiles && (!pair || tile <= waits)) {
+      finalize_tile(d.f, rest, tile, s_dot, s_pre);
+      tile += G;
+    } else if (pair) {
+      collapse_pair<kVecs>(d.c, t0, t1, scratch);
+      t0 += 2 * G;
+    } else {
+      break;
+    }
+  }
+}
+#endif
+
+template <int kVecs>
+__global__ void __launch_bounds__(kPThreads, 1) persistent_kernel(const __grid_constant__ PersistentParams d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ float s_dot[kTile][kPartial];
+  __shared__ float s_pre[kTile][kN + 1];
+  __shared__ float scratch[2 * kTailWarps];
+  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  if (warp >= kTailWarps) {
+    regs_inc<kGemmRegs>();
+    gemm_role(d.f.p, d.gemm_groups, smem, warp - kTailWarps, lane, static_cast<int>(threadIdx.x) - kTailThreads);
+  } else {
+    regs_dec<kTailRegs>();
+    tail_role<kVecs>(d, s_dot, s_pre, scratch);
+  }
+#else
+  (void)d;
+  __trap();  // configure_persistent_kernel never lets this build's code run
+#endif
+}
+
+// 1 where this binary's code for the device has the sm_90a path (setmaxnreg), else 0.
+__global__ void persistent_compiled(int* out) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  *out = 1;
+#else
+  *out = 0;
+#endif
+}
+
+}  // namespace
+
+bool configure_persistent_kernel(int device) {
+  int major = 0, minor = 0;
+  MHC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  MHC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major != 9 || minor != 0) return false;
+  int* flag = nullptr;
+  MHC_CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
+  int compiled = 0;
+  persistent_compiled<<<1, 1>>>(flag);
+  const cudaError_t launched = cudaGetLastError();
+  if (launched == cudaSuccess) MHC_CUDA_CHECK(cudaMemcpy(&compiled, flag, sizeof(int), cudaMemcpyDeviceToHost));
+  MHC_CUDA_CHECK(cudaFree(flag));
+  if (launched != cudaSuccess || compiled != 1) return false;
+  return allow_dynamic_smem(persistent_kernel<2>, device, kPSmem) &&
+         allow_dynamic_smem(persistent_kernel<4>, device, kPSmem);
+}
+
+bool persistent_supports(int64_t H, int32_t chunks, int32_t num_sms) {
+  return H <= 8192 && chunks <= num_sms;
+}
+
+void launch_persistent_kernel(const N4Params& m, float* pre, const N4Params& c, const LaunchCtx& ctx) {
+  if (m.T <= 0) return;
+  MHC_CHECK(persistent_supports(c.H, m.chunks, ctx.num_sms), "persistent_kernel: H = ", c.H, " with ", m.chunks,
+            " chunks on ", ctx.num_sms, " multiprocessors is outside its envelope");
+  MHC_CHECK(m.tile_arrivals != nullptr, "persistent_kernel: no tile counters");
+  MHC_CHECK(pre != nullptr && (reinterpret_cast<uintptr_t>(pre) & 15u) == 0, "persistent_kernel: pre mailbox alignment");
+  MHC_CHECK(c.pre_poll && c.T == m.T && c.pre_mix_in == pre && c.pre_source != PreSource::kIdentity && !c.head_mean,
+            "persistent_kernel: the collapse polls the finalize's mailbox with the weighted pre");
+  const int64_t groups = overlap_groups(m.T, m.chunks, ctx.num_sms);
+  const int64_t gemm_blocks = groups * m.chunks;
+  const int64_t blocks = gemm_blocks > (m.T < ctx.num_sms ? m.T : ctx.num_sms) ? gemm_blocks
+                                                                              : (m.T < ctx.num_sms ? m.T : ctx.num_sms);
+  PersistentParams d{};
+  d.f = FinalizeParams{m, pre, kTile};
+  d.c = c;
+  d.gemm_groups = static_cast<int32_t>(groups);
+  if ((c.H / 8 + kThreadsB - 1) / kThreadsB <= 2) {
+    launch_kernel(persistent_kernel<2>, dim3(static_cast<unsigned>(blocks)), kPThreads, kPSmem, ctx, d);
+  } else {
+    launch_kernel(persistent_kernel<4>, dim3(static_cast<unsigned>(blocks)), kPThreads, kPSmem, ctx, d);
+  }
+}
+
+}  // namespace mhc::cuda::n4
+
+#include "src/cuda/kernel_list.cuh"
+void mhc::cuda::n4::list_persistent_kernels(KernelList& out) {
+  add_kernel(out, persistent_kernel<2>, "n4::persistent_kernel<2>");
+  add_kernel(out, persistent_kernel<4>, "n4::persistent_kernel<4>");
+  add_kernel(out, persistent_compiled, "n4::persistent_compiled (Workspace::create's check)");
+}
