@@ -35,6 +35,7 @@
 #include "src/cuda/n4/collapse_token.cuh"
 #include "src/cuda/n4/finalize_run.cuh"
 #include "src/cuda/n4/kernels.hpp"
+#include "src/cuda/n4/trace.cuh"
 
 namespace mhc::cuda::n4 {
 
@@ -53,17 +54,8 @@ constexpr int kPreRounds = 4;  // early_pre: rounds of 8 loads in flight at once
 // running at the midpoint of the tiles' counts, by multiprocessor. MHC_OVERLAP_CARVEOUT=n sets the
 // tail kernel's preferred shared-memory carveout (n percent). Release builds record nothing.
 #ifdef MHC_GEMM_PROBE
-constexpr int kTraceTiles = 1024;
-constexpr int kTraceTokens = kTraceTiles * kTile;
-__device__ unsigned long long g_trace_tile[kTraceTiles][2];    // counted, pre stored
-__device__ unsigned long long g_trace_token[kTraceTokens][2];  // collapse start, end
 constexpr int kTraceBlocks = kTraceTokens + 1024;
 __device__ unsigned long long g_trace_block[kTraceBlocks][3];  // by ticket: start, end, 2 x SM + role
-__device__ __forceinline__ unsigned long long trace_now() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 #define MHC_TRACE(statement) statement
 #else
 #define MHC_TRACE(statement)
@@ -150,45 +142,11 @@ struct TraceShape {
 };
 TraceShape g_trace_shape;  // the last traced launch
 
-// p10 / p50 / p90 of v (us), as "name p10/p50/p90".
-void print_quantiles(const char* name, std::vector<double> v) {
-  if (v.empty()) return;
-  std::sort(v.begin(), v.end());
-  auto q = [&](double f) { return v[static_cast<size_t>(f * static_cast<double>(v.size() - 1))]; };
-  std::printf("[trace %s: p10 %.2f p50 %.2f p90 %.2f us, n %zu]\n", name, q(0.1), q(0.5), q(0.9), v.size());
-}
-
-// At exit: the last traced launch's timeline (see g_trace_tile).
+// At exit: the last traced launch's timeline (trace.cuh), then where the tail's blocks ran.
 void dump_trace() {
   const TraceShape s = g_trace_shape;
-  if (s.T <= 0 || cudaDeviceSynchronize() != cudaSuccess) return;
-  const int64_t tiles = std::min<int64_t>((s.T + kTile - 1) / kTile, kTraceTiles);
-  const int64_t tokens = std::min<int64_t>(s.T, kTraceTokens);
-  std::vector<unsigned long long> tile(static_cast<size_t>(kTraceTiles) * 2);
-  std::vector<unsigned long long> token(static_cast<size_t>(kTraceTokens) * 2);
-  if (cudaMemcpyFromSymbol(tile.data(), g_trace_tile, tile.size() * 8) != cudaSuccess ||
-      cudaMemcpyFromSymbol(token.data(), g_trace_token, token.size() * 8) != cudaSuccess) {
-    return;
-  }
-  const double t0 = static_cast<double>(*std::min_element(tile.begin(), tile.begin() + 2 * tiles, [](auto a, auto b) {
-    return a != 0 && (b == 0 || a < b);
-  }));
-  std::vector<double> pre, lag, dur;
-  double last_tile = 0, last_end = 0;
-  for (int64_t k = 0; k < tiles; ++k) {
-    pre.push_back((static_cast<double>(tile[2 * k + 1]) - static_cast<double>(tile[2 * k])) / 1e3);
-    last_tile = std::max(last_tile, static_cast<double>(tile[2 * k]) - t0);
-  }
-  for (int64_t t = 0; s.collapse && t < tokens; ++t) {
-    lag.push_back((static_cast<double>(token[2 * t]) - static_cast<double>(tile[2 * (t / kTile)])) / 1e3);
-    dur.push_back((static_cast<double>(token[2 * t + 1]) - static_cast<double>(token[2 * t])) / 1e3);
-    last_end = std::max(last_end, static_cast<double>(token[2 * t + 1]) - t0);
-  }
-  std::printf("[trace H %lld T %lld: tiles counted over %.1f us from the first, collapses done at %.1f us]\n",
-              static_cast<long long>(s.H), static_cast<long long>(s.T), last_tile / 1e3, last_end / 1e3);
-  print_quantiles("pre stored after its tile was counted", pre);
-  print_quantiles("collapse start less its tile's count", lag);
-  print_quantiles("collapse duration", dur);
+  double t0 = 0, last_tile = 0;
+  if (!trace_timeline(s.T, s.H, s.collapse, &t0, &last_tile)) return;
   // Where the tail's blocks ran while the GEMM kernel did: the blocks running at the midpoint of
   // the tiles' counts, by multiprocessor and role.
   std::vector<unsigned long long> blk(static_cast<size_t>(kTraceBlocks) * 3);

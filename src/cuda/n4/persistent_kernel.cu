@@ -33,11 +33,14 @@
 // the multiprocessors (every GEMM block resident with the tail that waits on it), the pre mailbox,
 // p.T <= the workspace's tile counters x 32; compute capability 9.0 with this binary's sm_90a
 // code (setmaxnreg): configure_persistent_kernel.
+#include <cstdlib>
+
 #include "src/cuda/launch.cuh"
 #include "src/cuda/n4/collapse_token.cuh"
 #include "src/cuda/n4/finalize_run.cuh"
 #include "src/cuda/n4/gemm_step.cuh"
 #include "src/cuda/n4/kernels.hpp"
+#include "src/cuda/n4/trace.cuh"
 
 namespace mhc::cuda::n4 {
 
@@ -57,6 +60,18 @@ static_assert(kTailThreads * kTailRegs + kPGemmWarps * 32 * kGemmRegs <= kPThrea
                   kPThreads * kLaunchRegs <= 65536,
               "setmaxnreg moves registers within the block's allocation");
 static_assert(kPSmem + 4 * 1024 <= 227 * 1024, "persistent_kernel shared memory");
+
+// Diagnostics build (-DMHC_GEMM_PROBE) with MHC_OVERLAP_TRACE=1 in the environment: the last
+// launch's timeline (trace.cuh: each tile's count and pre, each token's collapse start and end)
+// and each block's roles' spans (g_trace_role), printed at the process's exit. Release builds
+// record nothing.
+#ifdef MHC_GEMM_PROBE
+constexpr int kTraceRoleBlocks = 1024;
+__device__ unsigned long long g_trace_role[kTraceRoleBlocks][4];  // GEMM warps start, end; tail start, end
+#define MHC_TRACE(statement) statement
+#else
+#define MHC_TRACE(statement)
+#endif
 
 struct PersistentParams {
   FinalizeParams f;     // the GEMM's and the finalize's params (the streams as p.residual), the mailbox as f.pre
@@ -103,7 +118,9 @@ __device__ __forceinline__ void gemm_role(const N4Params& p, int gemm_groups, un
   cp_async_commit();
   pdl_wait();
   pdl_launch_dependents();
+  MHC_TRACE(if (tid == 0 && blockIdx.x < kTraceRoleBlocks) g_trace_role[blockIdx.x][0] = trace_now());
   run_owner_steps<kPGemmWarps, kPSlots, 0, true>(p, items, smem, warp, lane, tid, GemmBarrier{});
+  MHC_TRACE(if (lane == 0 && blockIdx.x < kTraceRoleBlocks) atomicMax(&g_trace_role[blockIdx.x][1], trace_now()));
 }
 
 // Tile `tile` of the slice, once its counter counts every chunk: its pre into the mailbox, then
@@ -114,7 +131,9 @@ __device__ __forceinline__ void finalize_tile(const FinalizeParams& f, const Fin
   TailBarrier{}();  // the tile's loads after thread 0's acquire; s_dot's and s_pre's last readers are done
   const int64_t t0 = tile * kTile;
   const int count = tile_tokens(f.p, tile);
+  MHC_TRACE(if (threadIdx.x == 0 && tile < kTraceTiles) g_trace_tile[tile][0] = trace_now());
   early_pre<kPPreRounds>(f, t0, count, s_pre, TailBarrier{});
+  MHC_TRACE(if (threadIdx.x == 0 && tile < kTraceTiles) g_trace_tile[tile][1] = trace_now());
   finalize_run<kTile, kPTailBatch, false, 0>(rest, t0, count, s_dot, TailBarrier{});
 }
 
@@ -129,6 +148,7 @@ __device__ __forceinline__ void collapse_pair(const N4Params& c, int64_t t0, int
   const bool fold = c.rmsnorm_weight != nullptr;
   const int64_t tok[2] = {t0, t1 >= 0 ? t1 : t0};
   const int nt = t1 >= 0 ? 2 : 1;
+  MHC_TRACE(const unsigned long long start = trace_now());
   float pre[2][kN], scale[2] = {0.0f, 0.0f}, sq[2] = {0.0f, 0.0f};
   uint4 u[2][kVecs];
 #pragma unroll
@@ -195,6 +215,10 @@ __device__ __forceinline__ void collapse_pair(const N4Params& c, int64_t t0, int
     }
   }
   TailBarrier{}();  // every tail thread has read both pres
+  MHC_TRACE(if (tid < nt && tok[tid] < kTraceTokens) {
+    g_trace_token[tok[tid]][0] = start;
+    g_trace_token[tok[tid]][1] = trace_now();
+  });
   if (tid < nt) {
     const uint32_t poison = kPrePoison;
     const int64_t t = tid == 0 ? t0 : t1;
@@ -211,6 +235,7 @@ __device__ __forceinline__ void tail_role(const PersistentParams& d, float (*s_d
                                           float (*s_pre)[kN + 1], float* scratch) {
   pdl_wait();
   pdl_launch_dependents();
+  MHC_TRACE(if (threadIdx.x == 0 && blockIdx.x < kTraceRoleBlocks) g_trace_role[blockIdx.x][2] = trace_now());
   const int64_t T = d.f.p.T, tiles = (T + kTile - 1) / kTile;
   const int64_t G = gridDim.x;
   FinalizeParams rest = d.f;  // finalize_run after early_pre: the pre is in the mailbox already
@@ -232,6 +257,7 @@ __device__ __forceinline__ void tail_role(const PersistentParams& d, float (*s_d
       break;
     }
   }
+  MHC_TRACE(if (threadIdx.x == 0 && blockIdx.x < kTraceRoleBlocks) g_trace_role[blockIdx.x][3] = trace_now());
 }
 #endif
 
@@ -264,6 +290,30 @@ __global__ void persistent_compiled(int* out) {
   *out = 0;
 #endif
 }
+
+#ifdef MHC_GEMM_PROBE
+struct PersistentTrace {
+  int64_t T = 0, H = 0, blocks = 0;
+};
+PersistentTrace g_ptrace;  // the last traced launch
+
+// At exit: the last traced launch's timeline (trace.cuh), then when the blocks' GEMM warps and
+// tails finished, from the first tile's count.
+void dump_persistent_trace() {
+  const PersistentTrace s = g_ptrace;
+  double t0 = 0, span = 0;
+  if (!trace_timeline(s.T, s.H, true, &t0, &span)) return;
+  std::vector<unsigned long long> role(static_cast<size_t>(kTraceRoleBlocks) * 4);
+  if (cudaMemcpyFromSymbol(role.data(), g_trace_role, role.size() * 8) != cudaSuccess) return;
+  std::vector<double> gemm_end, tail_end;
+  for (int64_t b = 0; b < s.blocks && b < kTraceRoleBlocks; ++b) {
+    if (role[4 * b + 1] != 0) gemm_end.push_back((static_cast<double>(role[4 * b + 1]) - t0) / 1e3);
+    tail_end.push_back((static_cast<double>(role[4 * b + 3]) - t0) / 1e3);
+  }
+  print_quantiles("GEMM warps done, from the first count", gemm_end);
+  print_quantiles("tails done, from the first count", tail_end);
+}
+#endif
 
 }  // namespace
 
@@ -304,6 +354,17 @@ void launch_persistent_kernel(const N4Params& m, float* pre, const N4Params& c, 
   d.f = FinalizeParams{m, pre, kTile};
   d.c = c;
   d.gemm_groups = static_cast<int32_t>(groups);
+#ifdef MHC_GEMM_PROBE
+  if (std::getenv("MHC_OVERLAP_TRACE") != nullptr) {
+    static const bool registered = std::atexit(dump_persistent_trace) == 0;
+    (void)registered;
+    g_ptrace = PersistentTrace{m.T, c.H, blocks};
+    // the GEMM warps' ends are maxima over the block's warps: start from 0 each launch
+    static std::vector<unsigned long long> zeros(static_cast<size_t>(kTraceRoleBlocks) * 4, 0);
+    MHC_CUDA_CHECK(cudaMemcpyToSymbolAsync(g_trace_role, zeros.data(), zeros.size() * 8, 0, cudaMemcpyHostToDevice,
+                                           ctx.stream));
+  }
+#endif
   if ((c.H / 8 + kThreadsB - 1) / kThreadsB <= 2) {
     launch_kernel(persistent_kernel<2>, dim3(static_cast<unsigned>(blocks)), kPThreads, kPSmem, ctx, d);
   } else {
