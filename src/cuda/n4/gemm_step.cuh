@@ -4,8 +4,9 @@
 // (mma.m16n8k16 chains against the chunk's B fragments); an item's partials (partial_at) are
 // stored after its 4th step (store_item). Every value is computed in the canonical order of
 // config.cuh. Also the group runs' layout and a block's share of them (group_run, GroupRange),
-// which gemm_group_kernel and gemm_rb_kernel share, and the slot's mma chains (slot_chains),
-// which stream_dots and gemm_rb_kernel's row blocks share.
+// which gemm_group_kernel and gemm_rb_kernel share, the slot's mma chains (slot_chains),
+// which stream_dots and gemm_rb_kernel's row blocks share, and a warp's loop over its steps
+// (run_owner_steps), which gemm_kernel and persistent_kernel's GEMM warps share.
 #pragma once
 
 #include "src/cuda/exact_sum.cuh"
@@ -95,8 +96,8 @@ __device__ __forceinline__ void issue_rows(const N4Params& p, int chunk, int64_t
 /// b % chunks and takes the tiles group, group + groups, .. (group = b / chunks, groups =
 /// gridDim.x / chunks: the launchers' grids are a whole number of groups). The interface of
 /// ChunkTileItems.
-/// gemm_groups > 0 (persistent_kernel, whose grid has blocks beyond the GEMM's): that many
-/// groups, blocks gemm_groups x chunks and on holding no items.
+/// gemm_groups > 0 (persistent_kernel, whose grid may have more blocks than the GEMM's): that many
+/// groups; blocks from gemm_groups x chunks on hold no items.
 struct GroupTileItems {
   int count, chunk_, group, groups;
   __device__ GroupTileItems(int64_t T, int chunks, int gemm_groups = 0) {

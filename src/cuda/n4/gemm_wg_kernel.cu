@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_wg_kernel(const __grid_const
 #endif
 }
 
-// 1 where this binary's code for the device has the sm_90a path (wgmma), else 0.
+// 1 where this binary's code for the device has the sm_90a path (wgmma, setmaxnreg), else 0.
 __global__ void gemm_wg_compiled(int* out) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   *out = 1;
@@ -216,11 +216,11 @@ bool gemm_wg_supports(int64_t stream_stride, int64_t token_stride) {
 
 }  // namespace
 
-bool configure_gemm_wg_kernel(int device) {
+bool sm90a_code(int device) {
   int major = 0, minor = 0;
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  if (major != 9 || minor != 0 || tensor_map_encoder() == nullptr) return false;
+  if (major != 9 || minor != 0) return false;
   int* flag = nullptr;
   MHC_CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
   int compiled = 0;
@@ -228,7 +228,11 @@ bool configure_gemm_wg_kernel(int device) {
   const cudaError_t launched = cudaGetLastError();
   if (launched == cudaSuccess) MHC_CUDA_CHECK(cudaMemcpy(&compiled, flag, sizeof(int), cudaMemcpyDeviceToHost));
   MHC_CUDA_CHECK(cudaFree(flag));
-  if (launched != cudaSuccess || compiled != 1) return false;
+  return launched == cudaSuccess && compiled == 1;
+}
+
+bool configure_gemm_wg_kernel(int device) {
+  if (!sm90a_code(device) || tensor_map_encoder() == nullptr) return false;
   return allow_dynamic_smem(gemm_wg_kernel, device, kSmemWg);
 }
 

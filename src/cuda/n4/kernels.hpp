@@ -84,8 +84,10 @@ void launch_overlap_tail_kernel(const N4Params& m, float* pre, const N4Params* c
 /// on `c` (c.pre_poll, polling `pre`); where persistent_supports and the workspace configured it.
 void launch_persistent_kernel(const N4Params& m, float* pre, const N4Params& c, const LaunchCtx& ctx);
 bool persistent_supports(int64_t H, int32_t chunks, int32_t num_sms);
-/// True where `device` is compute capability 9.0 and this binary has persistent_kernel's sm_90a
-/// code (then it also sets its shared memory limit).
+/// True where `device` is compute capability 9.0 and this binary has sm_90a code for it (a probe
+/// kernel of gemm_wg_kernel.cu, run once).
+bool sm90a_code(int device);
+/// True where sm90a_code (persistent_kernel's setmaxnreg) and its shared memory limit is set.
 bool configure_persistent_kernel(int device);
 /// collapse_stream_kernel (collapse_stream_kernel.cu): the collapse alone, with the carried
 /// (p.pre_mix_in), identity or mean-head pre and the optional RMSNorm fold; with `post`, the

@@ -282,15 +282,6 @@ __global__ void __launch_bounds__(kPThreads, 1) persistent_kernel(const __grid_c
 #endif
 }
 
-// 1 where this binary's code for the device has the sm_90a path (setmaxnreg), else 0.
-__global__ void persistent_compiled(int* out) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  *out = 1;
-#else
-  *out = 0;
-#endif
-}
-
 #ifdef MHC_GEMM_PROBE
 struct PersistentTrace {
   int64_t T = 0, H = 0, blocks = 0;
@@ -318,18 +309,7 @@ void dump_persistent_trace() {
 }  // namespace
 
 bool configure_persistent_kernel(int device) {
-  int major = 0, minor = 0;
-  MHC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  MHC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  if (major != 9 || minor != 0) return false;
-  int* flag = nullptr;
-  MHC_CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
-  int compiled = 0;
-  persistent_compiled<<<1, 1>>>(flag);
-  const cudaError_t launched = cudaGetLastError();
-  if (launched == cudaSuccess) MHC_CUDA_CHECK(cudaMemcpy(&compiled, flag, sizeof(int), cudaMemcpyDeviceToHost));
-  MHC_CUDA_CHECK(cudaFree(flag));
-  if (launched != cudaSuccess || compiled != 1) return false;
+  if (!sm90a_code(device)) return false;
   return allow_dynamic_smem(persistent_kernel<2>, device, kPSmem) &&
          allow_dynamic_smem(persistent_kernel<4>, device, kPSmem);
 }
@@ -378,5 +358,4 @@ void launch_persistent_kernel(const N4Params& m, float* pre, const N4Params& c, 
 void mhc::cuda::n4::list_persistent_kernels(KernelList& out) {
   add_kernel(out, persistent_kernel<2>, "n4::persistent_kernel<2>");
   add_kernel(out, persistent_kernel<4>, "n4::persistent_kernel<4>");
-  add_kernel(out, persistent_compiled, "n4::persistent_compiled (Workspace::create's check)");
 }
