@@ -20,8 +20,9 @@
 //     then the rest of finalize_run) and collapses the tokens b, b + G, .. two at a time (the pair
 //     t, t + G: both tokens' loads in flight together, one block_sum for both folds), each pre
 //     polled in the mailbox. The tail takes its items in the order of the tile they wait for
-//     (a finalize before the collapses of its tile), so the item that waits on the lowest tile
-//     always runs: nothing waits in a cycle, and no item waits for a block that is not resident.
+//     (a finalize before the collapses of its tile: TailOrder, tail_order.hpp), so the item that
+//     waits on the lowest tile always runs: nothing waits in a cycle (tests/test_schedule.cpp),
+//     and no item waits for a block that is not resident.
 // Registers: ptxas gives the block 168 a thread (384 x 168 of 64 K); setmaxnreg then moves them
 // to 200 for the GEMM warps (gemm_kernel's overlapped form took 181) and 152 for the tail.
 // PDL: every warp waits for the kernel before (pdl_wait) before it reads the streams or touches a
@@ -33,6 +34,7 @@
 // the multiprocessors (every GEMM block resident with the tail that waits on it), the pre mailbox,
 // p.T <= the workspace's tile counters x 32; compute capability 9.0 with this binary's sm_90a
 // code (setmaxnreg): configure_persistent_kernel.
+#include <algorithm>
 #include <cstdlib>
 
 #include "src/cuda/launch.cuh"
@@ -40,6 +42,7 @@
 #include "src/cuda/n4/finalize_run.cuh"
 #include "src/cuda/n4/gemm_step.cuh"
 #include "src/cuda/n4/kernels.hpp"
+#include "src/cuda/n4/tail_order.hpp"
 #include "src/cuda/n4/trace.cuh"
 
 namespace mhc::cuda::n4 {
@@ -228,33 +231,23 @@ __device__ __forceinline__ void collapse_pair(const N4Params& c, int64_t t0, int
   }
 }
 
-// The tail warps: this block's finalize tiles and collapse pairs, in the order of the tile each
-// waits for (the header says why nothing then waits in a cycle).
+// The tail warps: this block's finalize tiles and collapse pairs in TailOrder's order (tail_order.hpp
+// says why nothing then waits in a cycle).
 template <int kVecs>
 __device__ __forceinline__ void tail_role(const PersistentParams& d, float (*s_dot)[kPartial],
                                           float (*s_pre)[kN + 1], float* scratch) {
   pdl_wait();
   pdl_launch_dependents();
   MHC_TRACE(if (threadIdx.x == 0 && blockIdx.x < kTraceRoleBlocks) g_trace_role[blockIdx.x][2] = trace_now());
-  const int64_t T = d.f.p.T, tiles = (T + kTile - 1) / kTile;
-  const int64_t G = gridDim.x;
   FinalizeParams rest = d.f;  // finalize_run after early_pre: the pre is in the mailbox already
   rest.pre = nullptr;
-  int64_t tile = blockIdx.x;  // the next tile to finalize
-  int64_t t0 = blockIdx.x;    // the next pair: t0, t0 + G
+  TailOrder order(d.f.p.T, gridDim.x, blockIdx.x, kTile);
 #pragma unroll 1
-  for (;;) {
-    const bool pair = t0 < T;
-    const int64_t t1 = t0 + G < T ? t0 + G : -1;
-    const int64_t waits = (t1 >= 0 ? t1 : t0) / kTile;  // the tile whose pre the pair waits for last
-    if (tile < tiles && (!pair || tile <= waits)) {
-      finalize_tile(d.f, rest, tile, s_dot, s_pre);
-      tile += G;
-    } else if (pair) {
-      collapse_pair<kVecs>(d.c, t0, t1, scratch);
-      t0 += 2 * G;
+  for (TailItem item = order.next(); item.kind != TailItem::kDone; item = order.next()) {
+    if (item.kind == TailItem::kFinalize) {
+      finalize_tile(d.f, rest, item.tile, s_dot, s_pre);
     } else {
-      break;
+      collapse_pair<kVecs>(d.c, item.t0, item.t1, scratch);
     }
   }
   MHC_TRACE(if (threadIdx.x == 0 && blockIdx.x < kTraceRoleBlocks) g_trace_role[blockIdx.x][3] = trace_now());
@@ -328,8 +321,9 @@ void launch_persistent_kernel(const N4Params& m, float* pre, const N4Params& c, 
             "persistent_kernel: the collapse polls the finalize's mailbox with the weighted pre");
   const int64_t groups = overlap_groups(m.T, m.chunks, ctx.num_sms);
   const int64_t gemm_blocks = groups * m.chunks;
-  const int64_t blocks = gemm_blocks > (m.T < ctx.num_sms ? m.T : ctx.num_sms) ? gemm_blocks
-                                                                              : (m.T < ctx.num_sms ? m.T : ctx.num_sms);
+  // Every multiprocessor where there are as many tokens (the tails' share), never fewer blocks than
+  // the GEMM's; at most the multiprocessors (persistent_supports), so all are resident at once.
+  const int64_t blocks = std::max<int64_t>(gemm_blocks, std::min<int64_t>(m.T, ctx.num_sms));
   PersistentParams d{};
   d.f = FinalizeParams{m, pre, kTile};
   d.c = c;
