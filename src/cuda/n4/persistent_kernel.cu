@@ -9,12 +9,12 @@
 // the same way): each 32-token tile's chunk partials, their canonical sums and the mixes
 // epilogue (finalize_run.cuh), each token's fresh pre through the workspace's pre mailbox, and
 // each token's collapse with the fresh pre and its RMSNorm fold.
-// Grid mapping: G = gridDim.x <= the multiprocessors, one 384-thread block each (168 KB of dynamic
+// Grid mapping: G = gridDim.x <= the multiprocessors, one 384-thread block each (200 KB of dynamic
 // shared memory and every register: never two blocks on one multiprocessor), all resident at once.
 //   Warps 8-11 (the GEMM warps, warpgroup 2): the first gemm_groups x chunks blocks run
 //     gemm_kernel's overlapped form on them (block b keeps chunk b % chunks and takes the tiles
 //     g, g + gemm_groups, .. of group g = b / chunks; run_owner_steps, the block's 4 warps with a
-//     ring of 3 slots each), counting each (chunk, tile) item in the tile's counter once stored.
+//     ring of 4 slots each), counting each (chunk, tile) item in the tile's counter once stored.
 //   Warps 0-7 (the tail, warpgroups 0 and 1, 256 threads on named barrier 1): block b finalizes
 //     the tiles b, b + G, .. (take_tile, then the tile's pre into the mailbox first (early_pre),
 //     then the rest of finalize_run) and collapses the tokens b, b + G, .. two at a time (the pair
@@ -54,9 +54,11 @@ using namespace gemm_step;
 constexpr int kTailWarps = 8;                         // warps 0-7: finalize and collapse
 constexpr int kTailThreads = kTailWarps * 32;         // 256
 constexpr int kPGemmWarps = 4;                        // warps 8-11: the GEMM items
-constexpr int kPSlots = 3;                            // ring slots per GEMM warp (gemm_kernel's overlapped form)
+// Ring slots per GEMM warp: one more than gemm_kernel's overlapped form (which left room for the
+// tail kernel's blocks beside it), 96 KB of streams in flight a multiprocessor.
+constexpr int kPSlots = 4;
 constexpr int kPThreads = kTailThreads + kPGemmWarps * 32;  // 384
-constexpr int kPSmem = kFragBytes + kPGemmWarps * kPSlots * kSlotBytes;  // 168 KB
+constexpr int kPSmem = kFragBytes + kPGemmWarps * kPSlots * kSlotBytes;  // 200 KB
 constexpr int kLaunchRegs = 168, kTailRegs = 160, kGemmRegs = 184;
 static_assert(kTailThreads == kFinThreads && kTailThreads == kThreadsB, "the tail runs the 256-thread shapes");
 static_assert(kTailThreads * kTailRegs + kPGemmWarps * 32 * kGemmRegs <= kPThreads * kLaunchRegs &&
