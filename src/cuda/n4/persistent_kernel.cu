@@ -24,7 +24,8 @@
 //     waits on the lowest tile always runs: nothing waits in a cycle (tests/test_schedule.cpp),
 //     and no item waits for a block that is not resident.
 // Registers: ptxas gives the block 168 a thread (384 x 168 of 64 K); setmaxnreg then moves them
-// to 200 for the GEMM warps (gemm_kernel's overlapped form took 181) and 152 for the tail.
+// to 184 for the GEMM warps (gemm_kernel's overlapped form took 181; no spill) and 160 for the
+// tail (ptxas spills 68 bytes there with 4 vectors a thread, none with 2).
 // PDL: every warp waits for the kernel before (pdl_wait) before it reads the streams or touches a
 // counter or the mailbox, then lets the kernel after it start.
 // Accumulation: gemm_kernel's, finalize_kernel's and collapse_stream_kernel's (their headers): the
