@@ -52,6 +52,18 @@ for h in 4096 7168; do
   MHC_OVERLAP_TRACE=1 timeout 15 ../build-oprobe/tools/mhc bench --ops pre --modes normal_fold --H $h --T 16384 \
     --variant pre.cuda_n4_persistent --reps 2 --budget-s 2 2>&1 | grep "^\[" | sed "s/^/[trace H=$h] /"
 done
+#    And the DRAM bytes under Nsight Compute (one launch): ~10.4 H a token read + written if the
+#    collapse's re-read hits L2 (18.4 H if it does not); the staged chain's kernels beside it.
+for k in persistent_kernel "gemm_kernel|finalize_kernel|collapse_stream"; do
+  v=pre.cuda_n4_persistent; [ "$k" = persistent_kernel ] || v=pre.cuda_n4_staged
+  timeout 60 ncu --clock-control none -k regex:"$k" --launch-skip 3 --launch-count 3 \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct \
+    "$P" bench --ops pre --modes normal_fold --H 4096 --T 16384 --variant $v --reps 2 --budget-s 5 \
+    > "$OUT/r/ncu-$v.txt" 2>&1
+  echo "[ncu $v rc=$?]"
+  grep -E "persistent_kernel|gemm_kernel|finalize_kernel|collapse_stream|gpu__time|dram__bytes|lts__t_sector" \
+    "$OUT/r/ncu-$v.txt" | head -24 | sed "s/^/[ncu] /"
+done
 # 5. The grid's n4 cases, graphs and batch invariance, then the sanitizers over GpuFamily's
 #    pre_normal_norm case limited to the staged and persistent rows.
 run_t grid 120 'Grid/GpuGrid.MatchesReference/*n4_H*:Modes/GpuBatch.*:Modes/GpuGraph.*'
