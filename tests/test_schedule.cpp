@@ -2,7 +2,7 @@
 // the code the kernels run:
 //
 //   TailOrder.*   persistent_kernel's tail warps (src/cuda/n4/tail_order.hpp): over many launch
-//                 shapes, every tile is finalized once and every token collapsed once, by the
+//                 shapes (pairs and single tokens), every tile is finalized once and every token collapsed once, by the
 //                 block the kernel's mapping names, and a simulation of all blocks at once, each
 //                 running its items in order and waiting where the kernel waits (a finalize for
 //                 its tile's GEMM items, a pair for both its tiles' finalizes), never stops short:
@@ -25,24 +25,29 @@ using mhc::cuda::n4::TailOrder;
 constexpr int64_t kTileTokens = 32;
 
 struct Shape {
-  int64_t T, G;
+  int64_t T, G, per_item;
 };
 
 std::vector<Shape> shapes() {
   std::vector<Shape> out;
   for (int64_t T : {1, 2, 31, 32, 33, 63, 64, 65, 100, 264, 265, 1000, 1024, 4097, 16384}) {
-    for (int64_t G : {1, 2, 3, 7, 32, 33, 64, 112, 128, 132}) out.push_back({T, G});
+    for (int64_t G : {1, 2, 3, 7, 32, 33, 64, 112, 128, 132}) {
+      out.push_back({T, G, 2});
+      out.push_back({T, G, 1});
+    }
   }
   return out;
 }
 
-std::string label(const Shape& s) { return "T " + std::to_string(s.T) + ", G " + std::to_string(s.G); }
+std::string label(const Shape& s) {
+  return "T " + std::to_string(s.T) + ", G " + std::to_string(s.G) + ", " + std::to_string(s.per_item) + " a collapse";
+}
 
 // Every block's item list, in order.
 std::vector<std::vector<TailItem>> items_of(const Shape& s) {
   std::vector<std::vector<TailItem>> out(static_cast<size_t>(s.G));
   for (int64_t b = 0; b < s.G; ++b) {
-    TailOrder order(s.T, s.G, b, kTileTokens);
+    TailOrder order(s.T, s.G, b, kTileTokens, s.per_item);
     for (TailItem item = order.next(); item.kind != TailItem::kDone; item = order.next()) {
       out[static_cast<size_t>(b)].push_back(item);
     }
@@ -66,6 +71,7 @@ TEST(TailOrder, EveryTileAndTokenOnceByItsBlock) {
           EXPECT_EQ(item.t0 % s.G, b) << label(s);
           ++collapsed[static_cast<size_t>(item.t0)];
           if (item.t1 >= 0) {
+            EXPECT_EQ(s.per_item, 2) << label(s);
             EXPECT_EQ(item.t1, item.t0 + s.G) << label(s);
             ++collapsed[static_cast<size_t>(item.t1)];
           }
@@ -141,7 +147,7 @@ TEST(TailOrder, NothingWaitsInACycle) {
 // The simulation can fail: the same items with every block taking its pairs before any finalize
 // (a wrong order) wait in a cycle.
 TEST(TailOrder, TheSimulationSeesACycle) {
-  const Shape s{1024, 7};
+  const Shape s{1024, 7, 2};
   auto wrong = items_of(s);
   for (auto& list : wrong) {
     std::stable_partition(list.begin(), list.end(), [](const TailItem& i) { return i.kind == TailItem::kCollapse; });

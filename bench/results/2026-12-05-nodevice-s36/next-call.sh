@@ -48,9 +48,14 @@ done
 #    collapses start (the L2 re-read wants a few us), when the GEMM warps and the tails finish.
 wait
 cat "$OUT/r/builds-done"
-for h in 4096 7168; do
-  MHC_OVERLAP_TRACE=1 timeout 15 ../build-oprobe/tools/mhc bench --ops pre --modes normal_fold --H $h --T 16384 \
-    --variant pre.cuda_n4_persistent --reps 2 --budget-s 2 2>&1 | grep "^\[" | sed "s/^/[trace H=$h] /"
+#    The 8-GEMM-warp shape (MHC_PERSISTENT_GEMM_WARPS=8: gemm_kernel's own 8 x 2 ring, a tail of 80
+#    registers that collapses one token at a time and spills) beside the release shape.
+for w in 4 8; do
+  for h in 4096 7168; do
+    MHC_PERSISTENT_GEMM_WARPS=$w MHC_OVERLAP_TRACE=1 timeout 15 ../build-oprobe/tools/mhc bench --ops pre \
+      --modes normal_fold --H $h --T 16384 --variant pre.cuda_n4_persistent --reps 2 --budget-s 2 2>&1 |
+      grep "^\[" | sed "s/^/[trace w=$w H=$h] /"
+  done
 done
 #    And the DRAM bytes under Nsight Compute (one launch): ~10.4 H a token read + written if the
 #    collapse's re-read hits L2 (18.4 H if it does not); the staged chain's kernels beside it.

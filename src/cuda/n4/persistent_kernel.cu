@@ -54,18 +54,29 @@ using namespace gemm_step;
 
 constexpr int kTailWarps = 8;                         // warps 0-7: finalize and collapse
 constexpr int kTailThreads = kTailWarps * 32;         // 256
-constexpr int kPGemmWarps = 4;                        // warps 8-11: the GEMM items
-// Ring slots per GEMM warp: one more than gemm_kernel's overlapped form (which left room for the
-// tail kernel's blocks beside it), 96 KB of streams in flight a multiprocessor.
-constexpr int kPSlots = 4;
-constexpr int kPThreads = kTailThreads + kPGemmWarps * 32;  // 384
-constexpr int kPSmem = kFragBytes + kPGemmWarps * kPSlots * kSlotBytes;  // 200 KB
-constexpr int kLaunchRegs = 168, kTailRegs = 160, kGemmRegs = 184;
 static_assert(kTailThreads == kFinThreads && kTailThreads == kThreadsB, "the tail runs the 256-thread shapes");
-static_assert(kTailThreads * kTailRegs + kPGemmWarps * 32 * kGemmRegs <= kPThreads * kLaunchRegs &&
-                  kPThreads * kLaunchRegs <= 65536,
-              "setmaxnreg moves registers within the block's allocation");
-static_assert(kPSmem + 4 * 1024 <= 227 * 1024, "persistent_kernel shared memory");
+
+/// The block's shape by its GEMM warps (warps 8 ..): 4 (the release shape, 384 threads) with 4
+/// ring slots each (one more than gemm_kernel's overlapped form, which left room for the tail
+/// kernel's blocks beside it: 96 KB of streams in flight a multiprocessor), registers 168 at
+/// launch, 184 for the GEMM warps and 160 for the tail, which collapses two tokens at a time; or 8
+/// (the diagnostics build's MHC_PERSISTENT_GEMM_WARPS=8: gemm_kernel's own 8 x 2 shape, 512
+/// threads) with 128 at launch, 176 and 80, one token at a time. 200 KB of slots and fragments.
+template <int kGemmWarps>
+struct PShape {
+  static constexpr int kSlots = kGemmWarps == 4 ? 4 : 2;
+  static constexpr int kThreads = kTailThreads + kGemmWarps * 32;
+  static constexpr int kSmem = kFragBytes + kGemmWarps * kSlots * kSlotBytes;
+  static constexpr int kLaunchRegs = kGemmWarps == 4 ? 168 : 128;
+  static constexpr int kGemmRegs = kGemmWarps == 4 ? 184 : 176;
+  static constexpr int kTailRegs = kGemmWarps == 4 ? 160 : 80;
+  static constexpr int kPerItem = kGemmWarps == 4 ? 2 : 1;  // tokens a collapse item
+  static_assert(kTailThreads * kTailRegs + kGemmWarps * 32 * kGemmRegs <= kThreads * kLaunchRegs &&
+                    kThreads * kLaunchRegs <= 65536,
+                "setmaxnreg moves registers within the block's allocation");
+  static_assert(kSmem + 4 * 1024 <= 227 * 1024, "persistent_kernel shared memory");
+};
+constexpr int kReleaseGemmWarps = 4;
 
 // Diagnostics build (-DMHC_GEMM_PROBE) with MHC_OVERLAP_TRACE=1 in the environment: the last
 // launch's timeline (trace.cuh: each tile's count and pre, each token's collapse start and end)
@@ -95,9 +106,10 @@ struct TailBarrier {
     asm volatile("bar.sync %0, %1;\n" ::"n"(kTailBar), "n"(kTailThreads) : "memory");
   }
 };
+template <int kGemmWarps>
 struct GemmBarrier {
   __device__ __forceinline__ void operator()() const {
-    asm volatile("bar.sync %0, %1;\n" ::"n"(kGemmBar), "n"(kPGemmWarps * 32) : "memory");
+    asm volatile("bar.sync %0, %1;\n" ::"n"(kGemmBar), "n"(kGemmWarps * 32) : "memory");
   }
 };
 
@@ -110,7 +122,8 @@ __device__ __forceinline__ void regs_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 }
 
-// The GEMM warps (warp 0-3 of the role, thread tid 0-127): gemm_kernel's overlapped form.
+// The GEMM warps (warp 0 .. kGemmWarps - 1 of the role, thread tid): gemm_kernel's overlapped form.
+template <int kGemmWarps>
 __device__ __forceinline__ void gemm_role(const N4Params& p, int gemm_groups, unsigned char* smem, int warp, int lane,
                                           int tid) {
   const GroupTileItems items(p.T, p.chunks, gemm_groups);
@@ -120,12 +133,13 @@ __device__ __forceinline__ void gemm_role(const N4Params& p, int gemm_groups, un
     return;
   }
   // The first chunk's fragments are weights: their copies overlap the end of the kernel before.
-  load_fragments<kPGemmWarps * 32>(p, smem, items.chunk(0), tid);
+  load_fragments<kGemmWarps * 32>(p, smem, items.chunk(0), tid);
   cp_async_commit();
   pdl_wait();
   pdl_launch_dependents();
   MHC_TRACE(if (tid == 0 && blockIdx.x < kTraceRoleBlocks) g_trace_role[blockIdx.x][0] = trace_now());
-  run_owner_steps<kPGemmWarps, kPSlots, 0, true>(p, items, smem, warp, lane, tid, GemmBarrier{});
+  run_owner_steps<kGemmWarps, PShape<kGemmWarps>::kSlots, 0, true>(p, items, smem, warp, lane, tid,
+                                                                   GemmBarrier<kGemmWarps>{});
   MHC_TRACE(if (lane == 0 && blockIdx.x < kTraceRoleBlocks) atomicMax(&g_trace_role[blockIdx.x][1], trace_now()));
 }
 
@@ -143,25 +157,26 @@ __device__ __forceinline__ void finalize_tile(const FinalizeParams& f, const Fin
   finalize_run<kTile, kPTailBatch, false, 0>(rest, t0, count, s_dot, TailBarrier{});
 }
 
-// The collapse of tokens t0 and t1 (t1 < 0: t0 alone) with the weighted pre polled in the
-// mailbox, by the 256 tail threads: collapse_token's arithmetic for each token (its header), the
-// two tokens' first loads issued before either pre is polled. Then the mailbox's poison back
-// for both, once every thread has read them.
-template <int kVecs>
+// The collapse of tokens t0 and t1 (t1 < 0: t0 alone; kTok 1: always) with the weighted pre polled
+// in the mailbox, by the 256 tail threads: collapse_token's arithmetic for each token (its
+// header), the tokens' first loads issued before either pre is polled. Then the mailbox's poison
+// back for both, once every thread has read them.
+template <int kVecs, int kTok>
 __device__ __forceinline__ void collapse_pair(const N4Params& c, int64_t t0, int64_t t1, float* scratch) {
+  static_assert(kTok == 1 || kTok == 2, "one token or a pair");
   const int tid = static_cast<int>(threadIdx.x);
   const int64_t vecs = c.H / 8;
   const bool fold = c.rmsnorm_weight != nullptr;
   const int64_t tok[2] = {t0, t1 >= 0 ? t1 : t0};
-  const int nt = t1 >= 0 ? 2 : 1;
+  const int nt = kTok == 2 && t1 >= 0 ? 2 : 1;
   MHC_TRACE(const unsigned long long start = trace_now());
-  float pre[2][kN], scale[2] = {0.0f, 0.0f}, sq[2] = {0.0f, 0.0f};
-  uint4 u[2][kVecs];
+  float pre[kTok][kN], scale[kTok] = {}, sq[kTok] = {};
+  uint4 u[kTok][kVecs];
 #pragma unroll
   for (int b = 0; b < kVecs; b += kCollapseBatch) {
-    uint4 r[2][kCollapseBatch][kN];
+    uint4 r[kTok][kCollapseBatch][kN];
 #pragma unroll
-    for (int k = 0; k < 2; ++k) {
+    for (int k = 0; k < kTok; ++k) {
       const bf16_t* x = c.x + tok[k] * c.x_stride;
 #pragma unroll
       for (int q = 0; q < kCollapseBatch; ++q) {
@@ -174,7 +189,7 @@ __device__ __forceinline__ void collapse_pair(const N4Params& c, int64_t t0, int
     }
     if (b == 0) {
 #pragma unroll
-      for (int k = 0; k < 2; ++k) {
+      for (int k = 0; k < kTok; ++k) {
         if (k < nt) {
           poll_pre(c.pre_mix_in + tok[k] * c.pre_mix_in_stride, pre[k]);
           scale[k] = sum_error_scale(pre[k]);
@@ -182,7 +197,7 @@ __device__ __forceinline__ void collapse_pair(const N4Params& c, int64_t t0, int
       }
     }
 #pragma unroll
-    for (int k = 0; k < 2; ++k) {
+    for (int k = 0; k < kTok; ++k) {
       bf16_t* dst = c.layer_input + tok[k] * c.layer_input_stride;
       bf16_t* copies = c.copy_x_out ? c.residual_out + tok[k] * c.residual_out_stride : nullptr;
 #pragma unroll
@@ -204,17 +219,17 @@ __device__ __forceinline__ void collapse_pair(const N4Params& c, int64_t t0, int
     }
   }
   if (fold) {  // uniform
-    block_sum<2, kTailWarps, kTailBar>(sq, scratch);
-    float inv[2];
+    block_sum<kTok, kTailWarps, kTailBar>(sq, scratch);
+    float inv[kTok];
 #pragma unroll
-    for (int k = 0; k < 2; ++k) inv[k] = 1.0f / sqrtf(sq[k] / static_cast<float>(c.H) + c.rmsnorm_eps);
+    for (int k = 0; k < kTok; ++k) inv[k] = 1.0f / sqrtf(sq[k] / static_cast<float>(c.H) + c.rmsnorm_eps);
 #pragma unroll
     for (int q = 0; q < kVecs; ++q) {
       const int64_t v = tid + static_cast<int64_t>(q) * kTailThreads;
       if (v < vecs) {
         const uint4 w = ld16(c.rmsnorm_weight + v * 8);
 #pragma unroll
-        for (int k = 0; k < 2; ++k) {
+        for (int k = 0; k < kTok; ++k) {
           if (k < nt) st16(c.layer_input + tok[k] * c.layer_input_stride + v * 8, fold_vec(u[k][q], w, inv[k]));
         }
       }
@@ -236,7 +251,7 @@ __device__ __forceinline__ void collapse_pair(const N4Params& c, int64_t t0, int
 
 // The tail warps: this block's finalize tiles and collapse pairs in TailOrder's order (tail_order.hpp
 // says why nothing then waits in a cycle).
-template <int kVecs>
+template <int kVecs, int kPerItem>
 __device__ __forceinline__ void tail_role(const PersistentParams& d, float (*s_dot)[kPartial],
                                           float (*s_pre)[kN + 1], float* scratch) {
   pdl_wait();
@@ -244,21 +259,23 @@ __device__ __forceinline__ void tail_role(const PersistentParams& d, float (*s_d
   MHC_TRACE(if (threadIdx.x == 0 && blockIdx.x < kTraceRoleBlocks) g_trace_role[blockIdx.x][2] = trace_now());
   FinalizeParams rest = d.f;  // finalize_run after early_pre: the pre is in the mailbox already
   rest.pre = nullptr;
-  TailOrder order(d.f.p.T, gridDim.x, blockIdx.x, kTile);
+  TailOrder order(d.f.p.T, gridDim.x, blockIdx.x, kTile, kPerItem);
 #pragma unroll 1
   for (TailItem item = order.next(); item.kind != TailItem::kDone; item = order.next()) {
     if (item.kind == TailItem::kFinalize) {
       finalize_tile(d.f, rest, item.tile, s_dot, s_pre);
     } else {
-      collapse_pair<kVecs>(d.c, item.t0, item.t1, scratch);
+      collapse_pair<kVecs, kPerItem>(d.c, item.t0, item.t1, scratch);
     }
   }
   MHC_TRACE(if (threadIdx.x == 0 && blockIdx.x < kTraceRoleBlocks) g_trace_role[blockIdx.x][3] = trace_now());
 }
 #endif
 
-template <int kVecs>
-__global__ void __launch_bounds__(kPThreads, 1) persistent_kernel(const __grid_constant__ PersistentParams d) {
+template <int kVecs, int kGemmWarps = kReleaseGemmWarps>
+__global__ void __launch_bounds__(PShape<kGemmWarps>::kThreads, 1)
+    persistent_kernel(const __grid_constant__ PersistentParams d) {
+  using Shape = PShape<kGemmWarps>;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ float s_dot[kTile][kPartial];
@@ -266,11 +283,11 @@ __global__ void __launch_bounds__(kPThreads, 1) persistent_kernel(const __grid_c
   __shared__ float scratch[2 * kTailWarps];
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
   if (warp >= kTailWarps) {
-    regs_inc<kGemmRegs>();
-    gemm_role(d.f.p, d.gemm_groups, smem, warp - kTailWarps, lane, static_cast<int>(threadIdx.x) - kTailThreads);
+    regs_inc<Shape::kGemmRegs>();
+    gemm_role<kGemmWarps>(d.f.p, d.gemm_groups, smem, warp - kTailWarps, lane, static_cast<int>(threadIdx.x) - kTailThreads);
   } else {
-    regs_dec<kTailRegs>();
-    tail_role<kVecs>(d, s_dot, s_pre, scratch);
+    regs_dec<Shape::kTailRegs>();
+    tail_role<kVecs, Shape::kPerItem>(d, s_dot, s_pre, scratch);
   }
 #else
   (void)d;
@@ -306,8 +323,8 @@ void dump_persistent_trace() {
 
 bool configure_persistent_kernel(int device) {
   if (!sm90a_code(device)) return false;
-  return allow_dynamic_smem(persistent_kernel<2>, device, kPSmem) &&
-         allow_dynamic_smem(persistent_kernel<4>, device, kPSmem);
+  constexpr int kSmem = PShape<kReleaseGemmWarps>::kSmem;
+  return allow_dynamic_smem(persistent_kernel<2>, device, kSmem) && allow_dynamic_smem(persistent_kernel<4>, device, kSmem);
 }
 
 bool persistent_supports(int64_t H, int32_t chunks, int32_t num_sms) {
@@ -342,11 +359,24 @@ void launch_persistent_kernel(const N4Params& m, float* pre, const N4Params& c, 
                                            ctx.stream));
   }
 #endif
-  if ((c.H / 8 + kThreadsB - 1) / kThreadsB <= 2) {
-    launch_kernel(persistent_kernel<2>, dim3(static_cast<unsigned>(blocks)), kPThreads, kPSmem, ctx, d);
-  } else {
-    launch_kernel(persistent_kernel<4>, dim3(static_cast<unsigned>(blocks)), kPThreads, kPSmem, ctx, d);
+  const bool two = (c.H / 8 + kThreadsB - 1) / kThreadsB <= 2;  // vectors a tail thread
+#ifdef MHC_GEMM_PROBE
+  // MHC_PERSISTENT_GEMM_WARPS=8: the 8-GEMM-warp shape (PShape), for A/B timing.
+  if (const char* env = std::getenv("MHC_PERSISTENT_GEMM_WARPS"); env != nullptr && std::atoi(env) == 8) {
+    using Shape8 = PShape<8>;
+    int device = 0;
+    MHC_CUDA_CHECK(cudaGetDevice(&device));
+    static const bool allowed = allow_dynamic_smem(persistent_kernel<2, 8>, device, Shape8::kSmem) &&
+                                allow_dynamic_smem(persistent_kernel<4, 8>, device, Shape8::kSmem);
+    MHC_CHECK(allowed, "persistent_kernel (8 GEMM warps): shared memory");
+    launch_kernel(two ? persistent_kernel<2, 8> : persistent_kernel<4, 8>, dim3(static_cast<unsigned>(blocks)),
+                  Shape8::kThreads, Shape8::kSmem, ctx, d);
+    return;
   }
+#endif
+  using Shape = PShape<kReleaseGemmWarps>;
+  launch_kernel(two ? persistent_kernel<2> : persistent_kernel<4>, dim3(static_cast<unsigned>(blocks)), Shape::kThreads,
+                Shape::kSmem, ctx, d);
 }
 
 }  // namespace mhc::cuda::n4
