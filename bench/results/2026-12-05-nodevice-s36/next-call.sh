@@ -23,7 +23,7 @@ for op in "pre normal_fold" "head learned_fold" "post_pre normal_fold" "pre_broa
   set -- $op
   v=$1.cuda_n4_persistent
   [ "$1" = pre_broadcast ] && v=$1.cuda_n4b_persistent
-  timeout 20 "$P" bench --ops "$1" --modes "$2" --H 4096,7168 --T 1,33,1024,16384 --variant "$v" --reps 2 \
+  timeout -k 5 20 "$P" bench --ops "$1" --modes "$2" --H 4096,7168 --T 1,33,1024,16384 --variant "$v" --reps 2 \
     --budget-s 4 > "$OUT/r/smoke-$1.log" 2>&1
   rc=$?
   echo "[smoke $v rc=$rc] $(grep -c '^\[' "$OUT/r/smoke-$1.log") rows"
