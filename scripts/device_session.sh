@@ -61,7 +61,14 @@ ab_rows() {
     done
   done
 }
-export -f run_t build_tree san_t ab_rows
+# grid_filter "H ..." MODE...: the gtest filter of the n4 grid cases of those modes at those H.
+grid_filter() {
+  local f="" m H hs=$1
+  shift
+  for m in "$@"; do for H in $hs; do f="$f:Grid/GpuGrid.MatchesReference/${m}_n4_H$H"; done; done
+  echo "${f#:}"
+}
+export -f run_t build_tree san_t ab_rows grid_filter
 export BD OUT
 steps=" $* "
 S build

@@ -11,14 +11,9 @@
 # Predicted (session 33): the rows at T = 128, H = 5120 / 7168 (where 8 / 16 blocks served a second
 # token) lose one token's phase-2 chain, ~2-3 us; T <= 112 unchanged (the same launch as base).
 (build_tree .snap2 base) &
-grid() {  # the n4 grid cases of the modes given, at the H given
-  local f="" m H hs=$1; shift
-  for m in "$@"; do for H in $hs; do f="$f:Grid/GpuGrid.MatchesReference/${m}_n4_H$H"; done; done
-  echo "${f#:}"
-}
 # 1. decode_chunk_kernel with phase-2-only blocks: its bits (the fused plan cuda_n4 serves T > 128)
 export MHC_TEST_VARIANTS=cuda_n4_decode_chunk,cuda_n4
-run_t xgrid 120 "$(grid "5120 7168" pre_computed_norm post_pre_normal_norm post_pre_shifted_norm head_learned_norm)"
+run_t xgrid 120 "$(grid_filter "5120 7168" pre_computed_norm post_pre_normal_norm post_pre_shifted_norm head_learned_norm)"
 run_t xfam 120 'Modes/GpuFamily.*/post_pre_normal*:Modes/GpuFamily.*/pre_computed*:Modes/GpuFamily.*/head_learned*'
 unset MHC_TEST_VARIANTS
 # 2. its rows against main (base), one round each
