@@ -13,8 +13,8 @@
 # MHC_S7_SAN_TOOLS over MHC_S7_SAN_FILTER).
 # Everything lands under $OUT/r; $OUT/summary.txt and $OUT/results.tgz come back. The prefill
 # step's command list may call run_t (below) for a subset of the GPU tests, build_tree for
-# another carried tree, san_t for a sanitizer over a subset and ab_rows for the same rows from
-# several trees.
+# another carried tree, san_t for a sanitizer over a subset, ab_rows for the same rows from
+# several trees and grid_filter for the filter of some n4 grid cases.
 set -u
 export OUT=${OUT:-/tmp/o}
 R=$OUT/r; mkdir -p "$R"
