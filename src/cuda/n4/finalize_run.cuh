@@ -2,7 +2,7 @@
 // what it computes, the layouts and the order): the canonical sums of the run's partials into
 // shared memory, then each token's mixes epilogue on one thread. finalize_kernel runs it once a
 // block; overlap_tail_kernel's finalize role and persistent_kernel's tail warps once a 32-token
-// tile, after take_tile. One code, so the same bits.
+// tile (finalize_tile, after take_tile). One code, so the same bits.
 #pragma once
 
 #include "src/cuda/n4/canonical.cuh"
@@ -188,6 +188,32 @@ __device__ __forceinline__ void take_tile(const N4Params& p, int64_t tile) {
     while (ld_acquire_gpu(counter) < static_cast<uint32_t>(p.chunks)) {
     }
     *counter = 0u;
+  }
+}
+
+constexpr int kTileBatch = 2;      // finalize_tile: element batches of 2 (finalize_kernel<32, 4, 2>'s)
+constexpr int kTilePreRounds = 4;  // ... early_pre's rounds of 8 loads in flight (1 round trip at H = 4096, 2 at 7168)
+
+/// The overlap rows' and persistent_kernel's work on tile `tile` of f.p's tokens, by the kFinThreads
+/// threads that sync() synchronises: take_tile, then, where f.pre is set, the tile's pre into it
+/// first (early_pre) and the rest of finalize_run's work (`rest`: f with pre null), else
+/// finalize_run on f. counted() and pre_stored() run at the two points the diagnostics build's
+/// timeline records (no-ops elsewhere).
+template <typename Sync, typename Counted, typename PreStored>
+__device__ __forceinline__ void finalize_tile(const FinalizeParams& f, const FinalizeParams& rest, int64_t tile,
+                                              float (*s_dot)[kPartial], float (*s_pre)[kN + 1], Sync sync,
+                                              Counted counted, PreStored pre_stored) {
+  take_tile(f.p, tile);
+  sync();  // the tile's loads after thread 0's acquire; s_dot's and s_pre's last readers are done
+  const int64_t t0 = tile * kTile;
+  const int count = static_cast<int>(f.p.T - t0 < kTile ? f.p.T - t0 : kTile);
+  counted();
+  if (f.pre != nullptr) {
+    early_pre<kTilePreRounds>(f, t0, count, s_pre, sync);  // ends with the pre stored by threads < count
+    pre_stored();
+    finalize_run<kTile, kTileBatch, false, 0>(rest, t0, count, s_dot, sync);
+  } else {
+    finalize_run<kTile, kTileBatch, false, 0>(f, t0, count, s_dot, sync);
   }
 }
 

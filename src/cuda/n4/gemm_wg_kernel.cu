@@ -231,8 +231,8 @@ bool sm90a_code(int device) {
   return launched == cudaSuccess && compiled == 1;
 }
 
-bool configure_gemm_wg_kernel(int device) {
-  if (!sm90a_code(device) || tensor_map_encoder() == nullptr) return false;
+bool configure_gemm_wg_kernel(int device, bool sm90a) {
+  if (!sm90a || tensor_map_encoder() == nullptr) return false;
   return allow_dynamic_smem(gemm_wg_kernel, device, kSmemWg);
 }
 

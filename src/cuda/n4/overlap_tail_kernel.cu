@@ -42,8 +42,6 @@ namespace mhc::cuda::n4 {
 namespace {
 
 static_assert(kFinThreads == kThreadsB, "one block shape for both roles");
-constexpr int kTailBatch = 2;  // finalize role: element batches of 2 (finalize_kernel<32, 4, 2>'s)
-constexpr int kPreRounds = 4;  // early_pre: rounds of 8 loads in flight at once (1 round trip at H = 4096, 2 at 7168)
 
 // Diagnostics build (-DMHC_GEMM_PROBE) with MHC_OVERLAP_TRACE=1 in the environment: the last
 // launch's timeline, from the global timer (ns), printed at the process's exit as "[trace ...]"
@@ -90,18 +88,10 @@ __global__ void __launch_bounds__(kThreadsB, kVecs <= 4 ? 3 : 2) overlap_tail_ke
     rest.pre = nullptr;
 #pragma unroll 1
     for (int64_t tile = ticket; tile < tiles; tile += d.fin_blocks) {
-      take_tile(p, tile);
-      __syncthreads();  // the tile's loads after thread 0's acquire; s_dot's last readers are done
-      const int64_t t0 = tile * kTile;
-      const int count = static_cast<int>(p.T - t0 < kTile ? p.T - t0 : kTile);
-      MHC_TRACE(if (threadIdx.x == 0 && tile < kTraceTiles) g_trace_tile[tile][0] = trace_now());
-      if (d.f.pre != nullptr) {
-        early_pre<kPreRounds>(d.f, t0, count, s_pre);  // ends with the pre stored by threads < count
-        MHC_TRACE(if (threadIdx.x == 0 && tile < kTraceTiles) g_trace_tile[tile][1] = trace_now());
-        finalize_run<kTile, kTailBatch, false, 0>(rest, t0, count, s_dot);
-      } else {
-        finalize_run<kTile, kTailBatch, false, 0>(d.f, t0, count, s_dot);
-      }
+      finalize_tile(
+          d.f, rest, tile, s_dot, s_pre, BlockBarrier{},
+          [&] { MHC_TRACE(if (threadIdx.x == 0 && tile < kTraceTiles) g_trace_tile[tile][0] = trace_now()); },
+          [&] { MHC_TRACE(if (threadIdx.x == 0 && tile < kTraceTiles) g_trace_tile[tile][1] = trace_now()); });
     }
     pdl_wait();  // complete only after the GEMM kernel
   } else {

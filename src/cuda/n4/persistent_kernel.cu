@@ -71,6 +71,7 @@ struct PShape {
   static constexpr int kGemmRegs = kGemmWarps == 4 ? 184 : 176;
   static constexpr int kTailRegs = kGemmWarps == 4 ? 160 : 80;
   static constexpr int kPerItem = kGemmWarps == 4 ? 2 : 1;  // tokens a collapse item
+  static_assert(kPerItem == 1 || kPerItem == 2, "collapse_pair: one token or a pair");
   static_assert(kTailThreads * kTailRegs + kGemmWarps * 32 * kGemmRegs <= kThreads * kLaunchRegs &&
                     kThreads * kLaunchRegs <= 65536,
                 "setmaxnreg moves registers within the block's allocation");
@@ -97,8 +98,6 @@ struct PersistentParams {
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-constexpr int kPTailBatch = 2;  // finalize: element batches of 2 (overlap_tail_kernel's)
-constexpr int kPPreRounds = 4;  // early_pre: rounds of 8 loads in flight at once
 constexpr int kTailBar = 1, kGemmBar = 2;  // named barriers (0 is __syncthreads)
 
 struct TailBarrier {
@@ -141,20 +140,6 @@ __device__ __forceinline__ void gemm_role(const N4Params& p, int gemm_groups, un
   run_owner_steps<kGemmWarps, PShape<kGemmWarps>::kSlots, 0, true>(p, items, smem, warp, lane, tid,
                                                                    GemmBarrier<kGemmWarps>{});
   MHC_TRACE(if (lane == 0 && blockIdx.x < kTraceRoleBlocks) atomicMax(&g_trace_role[blockIdx.x][1], trace_now()));
-}
-
-// Tile `tile` of the slice, once its counter counts every chunk: its pre into the mailbox, then
-// the rest of finalize_kernel's work (as overlap_tail_kernel's finalize role).
-__device__ __forceinline__ void finalize_tile(const FinalizeParams& f, const FinalizeParams& rest, int64_t tile,
-                                              float (*s_dot)[kPartial], float (*s_pre)[kN + 1]) {
-  take_tile(f.p, tile);
-  TailBarrier{}();  // the tile's loads after thread 0's acquire; s_dot's and s_pre's last readers are done
-  const int64_t t0 = tile * kTile;
-  const int count = tile_tokens(f.p, tile);
-  MHC_TRACE(if (threadIdx.x == 0 && tile < kTraceTiles) g_trace_tile[tile][0] = trace_now());
-  early_pre<kPPreRounds>(f, t0, count, s_pre, TailBarrier{});
-  MHC_TRACE(if (threadIdx.x == 0 && tile < kTraceTiles) g_trace_tile[tile][1] = trace_now());
-  finalize_run<kTile, kPTailBatch, false, 0>(rest, t0, count, s_dot, TailBarrier{});
 }
 
 // The collapse of tokens t0 and t1 (t1 < 0: t0 alone; kTok 1: always) with the weighted pre polled
@@ -263,7 +248,11 @@ __device__ __forceinline__ void tail_role(const PersistentParams& d, float (*s_d
 #pragma unroll 1
   for (TailItem item = order.next(); item.kind != TailItem::kDone; item = order.next()) {
     if (item.kind == TailItem::kFinalize) {
-      finalize_tile(d.f, rest, item.tile, s_dot, s_pre);
+      const int64_t tile = item.tile;
+      finalize_tile(
+          d.f, rest, tile, s_dot, s_pre, TailBarrier{},
+          [&] { MHC_TRACE(if (threadIdx.x == 0 && tile < kTraceTiles) g_trace_tile[tile][0] = trace_now()); },
+          [&] { MHC_TRACE(if (threadIdx.x == 0 && tile < kTraceTiles) g_trace_tile[tile][1] = trace_now()); });
     } else {
       collapse_pair<kVecs, kPerItem>(d.c, item.t0, item.t1, scratch);
     }
@@ -321,8 +310,8 @@ void dump_persistent_trace() {
 
 }  // namespace
 
-bool configure_persistent_kernel(int device) {
-  if (!sm90a_code(device)) return false;
+bool configure_persistent_kernel(int device, bool sm90a) {
+  if (!sm90a) return false;
   constexpr int kSmem = PShape<kReleaseGemmWarps>::kSmem;
   return allow_dynamic_smem(persistent_kernel<2>, device, kSmem) && allow_dynamic_smem(persistent_kernel<4>, device, kSmem);
 }

@@ -145,9 +145,10 @@ bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* gemm
   MHC_CUDA_CHECK(cudaGetDevice(&device));
   *gemm = configure_gemm_kernel(device);
   *gemm_group = *gemm && configure_gemm_group_kernel(device);
-  *gemm_wg = configure_gemm_wg_kernel(device);
+  const bool sm90a = sm90a_code(device);  // one probe for both sm_90a kernels
+  *gemm_wg = configure_gemm_wg_kernel(device, sm90a);
   *gemm_rb = *gemm && configure_gemm_rb_kernel(device);  // staged_rb takes gemm_kernel where its runs do not fit
-  *persistent = *gemm && configure_persistent_kernel(device);  // the overlap rows' kernels where it does not apply
+  *persistent = *gemm && configure_persistent_kernel(device, sm90a);  // the overlap rows' kernels where it does not apply
   int major = 0;
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   // bulk copies (sm_90+): post_bulk_kernel and post_collapse_kernel

@@ -361,8 +361,8 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
     const bool collapse = !post_collapse && s.has_collapse && stage_runs('c');
     N4Params c = pre_buffer ? with_fresh_pre(s, slice_pre, kN) : s;
     c.pre_poll = polled;
-    const bool persistent = gemm == Gemm::kPersistent && collapse && polled && !k.head_mean &&
-                            persistent_supports(c.H, sm.chunks, ctx.num_sms);
+    const bool persistent =
+        gemm == Gemm::kPersistent && collapse && polled && persistent_supports(c.H, sm.chunks, ctx.num_sms);
     if (post_collapse) {
       // shifted post_pre: the post and the collapse with the carried pre in one pass, then the mixes
       if (stage_runs('p')) {
@@ -442,25 +442,27 @@ void broadcast_problems(const detail::Problem& p, N4Params& c, N4Params& m) {
   c.copy_x_out = k.residual_out != nullptr;
 }
 
+// A pre_broadcast row's checks (`supported`: its supports(); `name` for the message), then its
+// problems (broadcast_problems); false where there is nothing to run (T = 0).
+bool broadcast_call(const detail::Problem& p, bool supported, const char* name, N4Params& c, N4Params& m) {
+  MHC_CHECK(supported, detail::op_name(p.op), ": ", name, " does not support this call");
+  MHC_CHECK(p.workspace->scratch != nullptr, detail::op_name(p.op), ": ", name, " needs a workspace");
+  if (p.T <= 0) return false;
+  broadcast_problems(p, c, m);
+  return true;
+}
+
+// pre_broadcast through staged_slices with the GEMM stage `gemm` (the overlap or persistent rows).
+void broadcast_slices(const detail::Problem& p, bool supported, Gemm gemm, const char* name) {
+  N4Params c, m;
+  if (broadcast_call(p, supported, name, c, m)) staged_slices(p, c, m, gemm);
+}
+
 }  // namespace
 
 bool n4_overlap_b_supports(const detail::Problem& p) {
   return n4_staged_b_supports(p) && p.workspace->tile_arrivals != nullptr;
 }
-
-namespace {
-
-// pre_broadcast through staged_slices with the GEMM stage `gemm` (the overlap or persistent rows).
-void broadcast_slices(const detail::Problem& p, bool supported, Gemm gemm, const char* name) {
-  MHC_CHECK(supported, detail::op_name(p.op), ": ", name, " does not support this call");
-  MHC_CHECK(p.workspace->scratch != nullptr, detail::op_name(p.op), ": ", name, " needs a workspace");
-  if (p.T <= 0) return;
-  N4Params c, m;
-  broadcast_problems(p, c, m);
-  staged_slices(p, c, m, gemm);
-}
-
-}  // namespace
 
 // pre_broadcast in the overlap rows: the mixes of the embedding's quarter-rows through
 // gemm_kernel's overlapped form and overlap_tail_kernel at every T, the collapse re-reading the
@@ -480,11 +482,8 @@ void n4_persistent_b_run(const detail::Problem& p) {
 }
 
 void n4_staged_b_run(const detail::Problem& p) {
-  MHC_CHECK(n4_staged_b_supports(p), detail::op_name(p.op), ": cuda_n4b_staged does not support this call");
-  MHC_CHECK(p.workspace->scratch != nullptr, detail::op_name(p.op), ": cuda_n4b_staged needs a workspace");
-  if (p.T <= 0) return;
   N4Params c, m;
-  broadcast_problems(p, c, m);
+  if (!broadcast_call(p, n4_staged_b_supports(p), "cuda_n4b_staged", c, m)) return;
   if (p.T > p.workspace->decode_tokens || !decode_chunk_supports(m.H)) {
     staged_slices(p, c, m, Gemm::kMma);
     return;
