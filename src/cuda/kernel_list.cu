@@ -18,7 +18,6 @@ const KernelList& all_kernels() {
     n4::list_post_kernels(out);
     n4::list_finalize_kernels(out);
     n4::list_overlap_tail_kernels(out);
-    n4::list_persistent_kernels(out);
     n4::list_collapse_stream_kernels(out);
     n4::list_post_bulk_kernels(out);
     n4::list_post_collapse_kernels(out);

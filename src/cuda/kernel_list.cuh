@@ -39,7 +39,6 @@ void list_collapse_kernels(KernelList& out);         // src/cuda/n4/collapse_ker
 void list_post_kernels(KernelList& out);             // src/cuda/n4/post_kernel.cu
 void list_finalize_kernels(KernelList& out);         // src/cuda/n4/finalize_kernel.cu
 void list_overlap_tail_kernels(KernelList& out);     // src/cuda/n4/overlap_tail_kernel.cu
-void list_persistent_kernels(KernelList& out);       // src/cuda/n4/persistent_kernel.cu
 void list_collapse_stream_kernels(KernelList& out);  // src/cuda/n4/collapse_stream_kernel.cu
 void list_post_bulk_kernels(KernelList& out);        // src/cuda/n4/post_bulk_kernel.cu
 void list_post_collapse_kernels(KernelList& out);    // src/cuda/n4/post_collapse_kernel.cu

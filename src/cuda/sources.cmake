@@ -17,7 +17,6 @@ set(MHC_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/n4/post_kernel.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/finalize_kernel.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/overlap_tail_kernel.cu
-  ${CMAKE_CURRENT_LIST_DIR}/n4/persistent_kernel.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/collapse_stream_kernel.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/post_bulk_kernel.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/post_collapse_kernel.cu

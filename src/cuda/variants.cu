@@ -40,13 +40,6 @@ std::vector<Variant> cuda_variants() {
       "post and the collapse in one pass -> gemm_kernel (overlapped) beside overlap_tail_kernel (finalize)";
   constexpr const char* kOverlapHead =
       "gemm_kernel (overlapped) beside overlap_tail_kernel (finalize and collapse) (learned) | collapse_stream_kernel";
-  // The persistent rows (staged.cu, persistent_kernel): explicit until measured, after the overlap rows.
-  constexpr const char* kN4Persistent =
-      "CUDA compute capability 9.0 (sm_90a code), n = 4, H % 512 == 0, H <= 16384, 16-byte aligned bf16 rows "
-      "(persistent_kernel where H <= 8192, else the overlap rows' kernels)";
-  constexpr const char* kPersistentPlan =
-      "persistent_kernel (the GEMM warps, the finalize and the collapse polling the pre mailbox, as warps of one "
-      "block a multiprocessor): the collapse re-reads the streams from L2";
   // The rows every operator with a mixes stage has, alike but for id and operator.
   auto decode_chunk = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kN4DecodeChunk, n4_decode_chunk_supports, n4_decode_chunk_run, kDecodeChunkPlan, "n4", n4_decode_chunk_prefer};
@@ -79,7 +72,6 @@ std::vector<Variant> cuda_variants() {
       {"pre.cuda_n4_staged", Op::kPre, DeviceType::kCUDA, kN4, n4_staged_supports, n4_staged_run, "gemm_kernel (gemm_group_kernel from 4096 tokens a slice) -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4_staged_wg", Op::kPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4_staged_rb", Op::kPre, DeviceType::kCUDA, kN4Rb, n4_staged_rb_supports, n4_staged_rb_run, "gemm_rb_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
-      {"pre.cuda_n4_persistent", Op::kPre, DeviceType::kCUDA, kN4Persistent, n4_persistent_supports, n4_persistent_run, kPersistentPlan, "n4", n4_staged_prefer},
       {"pre.cuda_n4", Op::kPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
       generic("pre.cuda_generic", Op::kPre),
       // pre_broadcast: by fn_b (spec section 4.4) at every T, so one family serves every batch; the
@@ -92,8 +84,6 @@ std::vector<Variant> cuda_variants() {
       {"pre_broadcast.cuda_n4b_overlap", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_overlap_b_supports, n4_overlap_b_run,
        "gemm_kernel (overlapped) beside overlap_tail_kernel (finalize and collapse), the embedding as 4 quarter-rows "
        "against fn_b at every T: the collapse re-reads the embedding from L2", "n4b"},
-      {"pre_broadcast.cuda_n4b_persistent", Op::kPreBroadcast, DeviceType::kCUDA, kN4Persistent, n4_persistent_b_supports,
-       n4_persistent_b_run, "persistent_kernel over the embedding as 4 quarter-rows against fn_b at every T", "n4b"},
       decode_chunk("pre_broadcast.cuda_n4_decode_chunk", Op::kPreBroadcast),
       decode("pre_broadcast.cuda_n4_decode", Op::kPreBroadcast),
       {"pre_broadcast.cuda_n4", Op::kPreBroadcast, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
@@ -112,8 +102,6 @@ std::vector<Variant> cuda_variants() {
       {"post_pre.cuda_n4_staged_wg", Op::kPostPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "post_kernel -> gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4_staged_rb", Op::kPostPre, DeviceType::kCUDA, kN4Rb, n4_staged_rb_supports, n4_staged_rb_run, "post_kernel -> gemm_rb_kernel -> finalize_kernel -> collapse_stream_kernel; shifted mode: the post and the collapse in one pass -> gemm_rb_kernel -> finalize_kernel", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4_overlap", Op::kPostPre, DeviceType::kCUDA, kN4, n4_staged_overlap_supports, n4_staged_overlap_run, kOverlapPostPre, "n4", n4_staged_prefer_post_pre},
-      {"post_pre.cuda_n4_persistent", Op::kPostPre, DeviceType::kCUDA, kN4Persistent, n4_persistent_supports, n4_persistent_run,
-       "post_kernel -> persistent_kernel (normal mode); shifted mode: the overlap rows' plan", "n4", n4_staged_prefer_post_pre},
       {"post_pre.cuda_n4", Op::kPostPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel (post fused) -> collapse_kernel", "n4"},
       generic("post_pre.cuda_generic", Op::kPostPre),
       // head
@@ -123,8 +111,6 @@ std::vector<Variant> cuda_variants() {
       {"head.cuda_n4_staged_wg", Op::kHead, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4_staged_rb", Op::kHead, DeviceType::kCUDA, kN4Rb, n4_staged_rb_supports, n4_staged_rb_run, "gemm_rb_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4_overlap", Op::kHead, DeviceType::kCUDA, kN4, n4_staged_overlap_supports, n4_staged_overlap_run, kOverlapHead, "n4", n4_staged_prefer},
-      {"head.cuda_n4_persistent", Op::kHead, DeviceType::kCUDA, kN4Persistent, n4_persistent_supports, n4_persistent_run,
-       "persistent_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4", Op::kHead, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (learned) | collapse_kernel", "n4"},
       generic("head.cuda_generic", Op::kHead),
   };

@@ -45,13 +45,6 @@ void n4_staged_rb_run(const detail::Problem& p);
 // counters): the same bits.
 bool n4_staged_overlap_supports(const detail::Problem& p);
 void n4_staged_overlap_run(const detail::Problem& p);
-// The same plan with the GEMM stage, the finalize and the collapse as warps of one persistent
-// kernel (persistent: persistent_kernel, sm_90a, where a slice's collapse polls the mailbox; the
-// overlap rows' kernels elsewhere): the same bits. pre_broadcast's (family n4b) likewise.
-bool n4_persistent_supports(const detail::Problem& p);
-void n4_persistent_run(const detail::Problem& p);
-bool n4_persistent_b_supports(const detail::Problem& p);
-void n4_persistent_b_run(const detail::Problem& p);
 // pre_broadcast by fn_b (staged.cu, family n4b: the mixes of the embedding against fn_b, not of 4
 // copies against fn): the mixes of e as 4 quarter-rows (decode_chunk_kernel up to the decode limit, else
 // gemm_kernel -> finalize_kernel), then collapse_stream_kernel.
@@ -81,7 +74,7 @@ std::vector<uint32_t> n4_broadcast_fragments(const PreparedWeights::Impl& w);
 /// Workspace::create, so that no call sets state lazily. Returns false where the device has too
 /// little shared memory per block for mix_kernel (225 KB): the n4 variant then declines the
 /// ops with a mixes stage and the generic one runs.
-bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* gemm_rb, bool* post_bulk, bool* persistent);
+bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* gemm_rb, bool* post_bulk);
 /// Bytes of workspace scratch the n4 path wants for `max_tokens` (partials of one slice) and
 /// decode_kernel for `decode_tokens`.
 size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens);

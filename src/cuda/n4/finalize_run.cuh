@@ -1,7 +1,7 @@
 // src/cuda/n4/finalize_run.cuh - finalize_kernel's work on one run of tokens (its header says
 // what it computes, the layouts and the order): the canonical sums of the run's partials into
 // shared memory, then each token's mixes epilogue on one thread. finalize_kernel runs it once a
-// block; overlap_tail_kernel's finalize role and persistent_kernel's tail warps once a 32-token
+// block; overlap_tail_kernel's finalize role once a 32-token
 // tile (finalize_tile, after take_tile). One code, so the same bits.
 #pragma once
 
@@ -36,8 +36,8 @@ __device__ __forceinline__ float finish_group(float s, int n_real) {
   return n_real < kGroupTerms ? s + 0.0f : s;
 }
 
-/// The barrier of the threads that run finalize_run and early_pre: the block's (__syncthreads), or
-/// in persistent_kernel the named barrier of its 256 tail threads (the block's first 8 warps).
+/// The barrier of the threads that run finalize_run and early_pre: the block's (__syncthreads; a
+/// kernel whose finalize threads are part of a block would pass its named barrier instead).
 struct BlockBarrier {
   __device__ __forceinline__ void operator()() const { __syncthreads(); }
 };
@@ -178,7 +178,7 @@ __device__ __forceinline__ void early_pre(const FinalizeParams& f, int64_t t0, i
   }
 }
 
-/// The overlap rows and persistent_kernel: thread 0 waits until tile `tile`'s counter (p.tile_arrivals, added to by the
+/// The overlap rows: thread 0 waits until tile `tile`'s counter (p.tile_arrivals, added to by the
 /// GEMM stage's overlapped form once an item's partials are stored) counts every chunk, with an
 /// acquire at GPU scope, and puts 0 back (nothing else touches the counter in this launch; the
 /// next launch finds it 0). The caller's block barrier then orders the tile's loads after it.
@@ -194,7 +194,7 @@ __device__ __forceinline__ void take_tile(const N4Params& p, int64_t tile) {
 constexpr int kTileBatch = 2;      // finalize_tile: element batches of 2 (finalize_kernel<32, 4, 2>'s)
 constexpr int kTilePreRounds = 4;  // ... early_pre's rounds of 8 loads in flight (1 round trip at H = 4096, 2 at 7168)
 
-/// The overlap rows' and persistent_kernel's work on tile `tile` of f.p's tokens, by the kFinThreads
+/// The overlap rows' work on tile `tile` of f.p's tokens, by the kFinThreads
 /// threads that sync() synchronises: take_tile, then, where f.pre is set, the tile's pre into it
 /// first (early_pre) and the rest of finalize_run's work (`rest`: f with pre null), else
 /// finalize_run on f. counted() and pre_stored() run at the two points the diagnostics build's

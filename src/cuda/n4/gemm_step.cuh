@@ -6,7 +6,7 @@
 // config.cuh. Also the group runs' layout and a block's share of them (group_run, GroupRange),
 // which gemm_group_kernel and gemm_rb_kernel share, the slot's mma chains (slot_chains),
 // which stream_dots and gemm_rb_kernel's row blocks share, and a warp's loop over its steps
-// (run_owner_steps), which gemm_kernel and persistent_kernel's GEMM warps share.
+// (run_owner_steps), gemm_kernel's.
 #pragma once
 
 #include "src/cuda/exact_sum.cuh"
@@ -96,16 +96,14 @@ __device__ __forceinline__ void issue_rows(const N4Params& p, int chunk, int64_t
 /// b % chunks and takes the tiles group, group + groups, .. (group = b / chunks, groups =
 /// gridDim.x / chunks: the launchers' grids are a whole number of groups). The interface of
 /// ChunkTileItems.
-/// gemm_groups > 0 (persistent_kernel, whose grid may have more blocks than the GEMM's): that many
-/// groups; blocks from gemm_groups x chunks on hold no items.
 struct GroupTileItems {
   int count, chunk_, group, groups;
-  __device__ GroupTileItems(int64_t T, int chunks, int gemm_groups = 0) {
+  __device__ GroupTileItems(int64_t T, int chunks) {
     const int64_t tiles = (T + kTile - 1) / kTile;
-    groups = gemm_groups > 0 ? gemm_groups : static_cast<int>(gridDim.x) / chunks;
+    groups = static_cast<int>(gridDim.x) / chunks;
     chunk_ = static_cast<int>(blockIdx.x) % chunks;
     group = static_cast<int>(blockIdx.x) / chunks;
-    count = group < tiles && group < groups ? static_cast<int>((tiles - group + groups - 1) / groups) : 0;
+    count = group < tiles ? static_cast<int>((tiles - group + groups - 1) / groups) : 0;
   }
   __device__ int chunk(int) const { return chunk_; }
   __device__ int64_t tile(int i) const { return group + static_cast<int64_t>(i) * groups; }
@@ -332,9 +330,8 @@ __device__ __forceinline__ void store_item(const N4Params& p, int chunk, int64_t
   for (int i = lane; i < valid * kPartial; i += 32) dst[i] = staged[i];
 }
 
-/// The steps of warp `warp` of a GEMM block of kWarps warps (gemm_kernel; persistent_kernel's GEMM
-/// warps) over the block's items, each warp with its ring of kSlots slots after the chunk's B
-/// fragments in `smem`: the caller has issued and committed the copies of the first chunk's
+/// The steps of warp `warp` of a GEMM block of kWarps warps (gemm_kernel) over the block's items,
+/// each warp with its ring of kSlots slots after the chunk's B fragments in `smem`: the caller has issued and committed the copies of the first chunk's
 /// fragments (one cp.async group) and waited for the kernel before. block_sync() synchronises
 /// the block's kWarps warps (the fragments' reload between chunks). kPart: gemm_kernel's
 /// diagnostics part (0: the kernel). kCount: after an item's partials are stored, lane 0 adds 1 to

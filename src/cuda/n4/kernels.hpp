@@ -41,7 +41,7 @@ bool configure_gemm_rb_kernel(int device);  // 210 KB of shared memory, sm_90+; 
 /// gemm_wg_kernel (gemm_wg_kernel.cu): gemm_kernel's contract and bits on wgmma (sm_90a).
 void launch_gemm_wg_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// True where `device` is compute capability 9.0 and this binary has sm_90a code for it (a probe
-/// kernel of gemm_wg_kernel.cu: n4_configure_device runs it once for both sm_90a kernels).
+/// kernel of gemm_wg_kernel.cu, run once by n4_configure_device).
 bool sm90a_code(int device);
 /// True where sm90a (sm90a_code(device)), the driver has cuTensorMapEncodeTiled and `device` 200 KB
 /// of shared memory per block (then it also sets that limit).
@@ -81,15 +81,6 @@ void launch_finalize_kernel(const N4Params& p, float* pre, bool grouped, const L
 /// launches.
 void launch_overlap_tail_kernel(const N4Params& m, float* pre, const N4Params* collapse, uint32_t* tickets,
                                 const LaunchCtx& ctx);
-/// persistent_kernel (persistent_kernel.cu, the cuda_n4_persistent rows): launch_gemm_overlap_kernel's
-/// and launch_overlap_tail_kernel's work on m (the GEMM's view: the streams as m.residual,
-/// m.tile_arrivals set) in one launch, the fresh pre through the mailbox `pre` and the collapse
-/// on `c` (c.pre_poll, polling `pre`); where persistent_supports and the workspace configured it.
-void launch_persistent_kernel(const N4Params& m, float* pre, const N4Params& c, const LaunchCtx& ctx);
-bool persistent_supports(int64_t H, int32_t chunks, int32_t num_sms);
-/// True where sm90a (sm90a_code(device): persistent_kernel's setmaxnreg); then it also sets its
-/// shared memory limit.
-bool configure_persistent_kernel(int device, bool sm90a);
 /// collapse_stream_kernel (collapse_stream_kernel.cu): the collapse alone, with the carried
 /// (p.pre_mix_in), identity or mean-head pre and the optional RMSNorm fold; with `post`, the
 /// post stage first (p.residual, p.layer_output -> p.residual_out) and the collapse of its

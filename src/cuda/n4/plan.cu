@@ -140,15 +140,13 @@ void n4_decode_chunk_run(const detail::Problem& p) {
                              launch_ctx(p));
 }
 
-bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* gemm_rb, bool* post_bulk, bool* persistent) {
+bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* gemm_rb, bool* post_bulk) {
   int device = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&device));
   *gemm = configure_gemm_kernel(device);
   *gemm_group = *gemm && configure_gemm_group_kernel(device);
-  const bool sm90a = sm90a_code(device);  // one probe for both sm_90a kernels
-  *gemm_wg = configure_gemm_wg_kernel(device, sm90a);
+  *gemm_wg = configure_gemm_wg_kernel(device, sm90a_code(device));
   *gemm_rb = *gemm && configure_gemm_rb_kernel(device);  // staged_rb takes gemm_kernel where its runs do not fit
-  *persistent = *gemm && configure_persistent_kernel(device, sm90a);  // the overlap rows' kernels where it does not apply
   int major = 0;
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   // bulk copies (sm_90+): post_bulk_kernel and post_collapse_kernel

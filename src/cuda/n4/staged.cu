@@ -74,14 +74,12 @@ constexpr int64_t kGroupedTokens = 4096;
 // memory), gemm_rb_kernel (the staged_rb rows: at every T where its group runs fit, else
 // gemm_kernel), gemm_kernel's overlapped form followed by overlap_tail_kernel (the overlap
 // rows, below), else mix_kernel without its post stage.
-// kPersistent: persistent_kernel (the GEMM stage, finalize_kernel's and the collapse's work in one
-// launch) where a slice's collapse polls the mailbox and persistent_supports, else kOverlap's.
-enum class Gemm { kWgmma, kMma, kRegs, kOverlap, kPersistent, kMix };
+enum class Gemm { kWgmma, kMma, kRegs, kOverlap, kMix };
 
 // Whether the GEMM stage of a slice of s.T tokens writes group runs (gemm_group_kernel or
 // gemm_rb_kernel), which finalize_kernel must be told.
 bool grouped_stage(const detail::Problem& p, const N4Params& s, Gemm gemm, size_t partial_floats) {
-  if (gemm == Gemm::kOverlap || gemm == Gemm::kPersistent) return false;
+  if (gemm == Gemm::kOverlap) return false;
   const bool fits = gemm_group_fits(s.T, s.chunks, partial_floats);
   if (gemm == Gemm::kRegs) return fits;
   return gemm == Gemm::kMma && p.workspace->n4_gemm_group && s.T >= kGroupedTokens && fits;
@@ -104,7 +102,7 @@ void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, Gemm gemm, bool 
   const N4Params g = gemm_view(s);
   if (gemm == Gemm::kWgmma) {
     launch_gemm_wg_kernel(g, ctx);
-  } else if (gemm == Gemm::kOverlap || gemm == Gemm::kPersistent) {
+  } else if (gemm == Gemm::kOverlap) {
     launch_gemm_overlap_kernel(g, ctx);
   } else if (grouped && gemm == Gemm::kRegs) {
     launch_gemm_rb_kernel(g, ctx);
@@ -179,15 +177,6 @@ bool n4_staged_overlap_supports(const detail::Problem& p) {
 void n4_staged_overlap_run(const detail::Problem& p) {
   MHC_CHECK(n4_staged_overlap_supports(p), detail::op_name(p.op), ": cuda_n4_overlap does not support this call");
   staged_run(p, Gemm::kOverlap);
-}
-
-bool n4_persistent_supports(const detail::Problem& p) {
-  return n4_staged_overlap_supports(p) && p.workspace->n4_persistent;
-}
-
-void n4_persistent_run(const detail::Problem& p) {
-  MHC_CHECK(n4_persistent_supports(p), detail::op_name(p.op), ": cuda_n4_persistent does not support this call");
-  staged_run(p, Gemm::kPersistent);
 }
 
 bool n4_staged_rb_supports(const detail::Problem& p) {
@@ -314,7 +303,7 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
   // stages one after another move 18 H. The GEMM stage lets the tail kernel start only once the
   // kernel before it has completed, so the streams it reads are complete (gemm_kernel.cu).
   // Slices: at most the workspace's tile counters.
-  const bool overlap = gemm == Gemm::kOverlap || gemm == Gemm::kPersistent;
+  const bool overlap = gemm == Gemm::kOverlap;
   MHC_CHECK(!overlap || (stage_runs('g') && stage_runs('f')),
             "cuda_n4_overlap: the GEMM and finalize stages put the tile counters back; neither can be skipped");
   LaunchCtx cf = stage_ctx(ctx, 'f');
@@ -361,8 +350,6 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
     const bool collapse = !post_collapse && s.has_collapse && stage_runs('c');
     N4Params c = pre_buffer ? with_fresh_pre(s, slice_pre, kN) : s;
     c.pre_poll = polled;
-    const bool persistent =
-        gemm == Gemm::kPersistent && collapse && polled && persistent_supports(c.H, sm.chunks, ctx.num_sms);
     if (post_collapse) {
       // shifted post_pre: the post and the collapse with the carried pre in one pass, then the mixes
       if (stage_runs('p')) {
@@ -373,15 +360,8 @@ void staged_slices(const detail::Problem& p, const N4Params& k, const N4Params& 
         }
       }
       if (stage_runs('g')) launch_gemm_stage(sm, stage_ctx(ctx, 'g'), gemm, grouped);
-    } else if (persistent) {
-      if (s.has_post && stage_runs('p')) launch_post_kernel(s, stage_ctx(ctx, 'p'), post_variant(p));
     } else {
       post_and_gemm(p, s, sm, ctx, gemm, grouped);
-    }
-    if (persistent) {
-      // persistent_kernel: the GEMM stage, the finalize and the collapse in one launch.
-      launch_persistent_kernel(gemm_view(sm), slice_pre, c, cf);
-      continue;
     }
     if (overlap) {
       // overlap_tail_kernel: the finalize role, and the collapse role where it polls the mailbox
@@ -452,7 +432,7 @@ bool broadcast_call(const detail::Problem& p, bool supported, const char* name, 
   return true;
 }
 
-// pre_broadcast through staged_slices with the GEMM stage `gemm` (the overlap or persistent rows).
+// pre_broadcast through staged_slices with the GEMM stage `gemm` (the overlap rows).
 void broadcast_slices(const detail::Problem& p, bool supported, Gemm gemm, const char* name) {
   N4Params c, m;
   if (broadcast_call(p, supported, name, c, m)) staged_slices(p, c, m, gemm);
@@ -469,16 +449,6 @@ bool n4_overlap_b_supports(const detail::Problem& p) {
 // embedding from L2 (4 H bytes a token from DRAM against 6 H; the same bits, family n4b).
 void n4_overlap_b_run(const detail::Problem& p) {
   broadcast_slices(p, n4_overlap_b_supports(p), Gemm::kOverlap, "cuda_n4b_overlap");
-}
-
-bool n4_persistent_b_supports(const detail::Problem& p) {
-  return n4_overlap_b_supports(p) && p.workspace->n4_persistent;
-}
-
-// pre_broadcast in the persistent rows: the overlap rows' plan with persistent_kernel (the same
-// bits, family n4b).
-void n4_persistent_b_run(const detail::Problem& p) {
-  broadcast_slices(p, n4_persistent_b_supports(p), Gemm::kPersistent, "cuda_n4b_persistent");
 }
 
 void n4_staged_b_run(const detail::Problem& p) {
