@@ -9,7 +9,7 @@
 //   Modes/GpuNanInf.OnlyThePoisonedTokenChanges/<mode>    NaN/Inf in one token changes that token only
 //   Modes/GpuFusion.PostPreMatchesPostThenPre/<mode>      post_pre vs post then pre (bit-equal: cuda_generic)
 //   Modes/GpuGraph.CaptureOnFreshStreamReplaysBitEqualToEager/<mode>
-//   Modes/GpuDeterminism.SameCallBitIdentical/<mode>      three calls, bit-identical
+//   Modes/GpuDeterminism.SameCallBitIdentical/<mode>      three calls (MHC_TEST_DETERMINISM_RUNS), bit-identical
 //   Modes/GpuBatch.TokenAloneAndInSliceEqualBatch/<mode>  T=600 batch (3 slices) == T=1 alone == T=19 slice at 37
 //   Modes/GpuBatch.LargeBatchEqualsTokensAlone/<mode>    T=4100 batch (group runs) == T=1 alone == T=19 slice
 //   Modes/GpuFamily.VariantsOfOneFamilyAreBitEqual/<mode> every variant of a family (VariantInfo::family) gives
@@ -1234,6 +1234,14 @@ INSTANTIATE_TEST_SUITE_P(Modes, GpuDecode, testing::ValuesIn(decode_modes()), mo
 
 class GpuDeterminism : public testing::TestWithParam<int> {};
 
+/// Calls a GpuDeterminism case makes of each variant: 3, or MHC_TEST_DETERMINISM_RUNS (2 .. 1000)
+/// for a stress run on the device (a rare race shows as one call's bits differing from the first's).
+int determinism_runs() {
+  const char* env = std::getenv("MHC_TEST_DETERMINISM_RUNS");
+  const int runs = env != nullptr ? std::atoi(env) : 3;
+  return runs < 2 ? 2 : runs > 1000 ? 1000 : runs;
+}
+
 TEST_P(GpuDeterminism, SameCallBitIdentical) {
   MHC_REQUIRE_GPU();
   const int mi = GetParam();
@@ -1250,7 +1258,7 @@ TEST_P(GpuDeterminism, SameCallBitIdentical) {
       if (!run_gpu(m, c.cfg, w, whole(c, true), ws, v)) continue;
       c.download_outputs();
       const Snapshot first = snapshot(c);
-      for (int run = 2; run <= 3; ++run) {
+      for (int run = 2, runs = determinism_runs(); run <= runs; ++run) {
         c.poison_outputs();
         ASSERT_TRUE(run_gpu(m, c.cfg, w, whole(c, true), ws, v));
         c.download_outputs();

@@ -14,8 +14,8 @@
 // k gridDim.x, tile k taken by group k % kGroups, each group with its own kPerGroup stages
 // refilled by its thread 0 (so no group waits for another), consumer thread i of a group taking
 // vector i of the segment. A stage's `full` barrier counts the copies' bytes; once every thread
-// of the group has read the stage (a named barrier of the group), thread 0 refills it with the
-// group's tile kPerGroup ahead. Outputs are stored by the consumers (16-byte stores; the staged
+// of the group has read the stage (each thread's `fence.proxy.async` after its reads, then a named
+// barrier of the group), thread 0 refills it with the group's tile kPerGroup ahead. Outputs are stored by the consumers (16-byte stores; the staged
 // plan reads residual_out back from L2).
 // Accumulation: post8 (src/cuda/n4/post8.cuh), the token's 20 mixes read per vector as
 // post_flat_kernel does.
@@ -90,6 +90,9 @@ __global__ void __launch_bounds__(kBulkThreads, 1) post_bulk_kernel(const N4Para
 #pragma unroll
     for (int j = 0; j < kN; ++j) r[j] = st[j * kSegVecs + me];
     const uint4 lo = st[kN * kSegVecs + me];
+    // This thread's reads of the stage before the refill's bulk copies into it (the async proxy:
+    // the group barrier alone does not order them), as post_collapse_kernel and gemm_group_kernel do.
+    fence_proxy_async_shared();
     // Every thread of the group has read the stage: its thread 0 refills it.
     named_sync(1 + g, kSegVecs);
     if (me == 0 && tile + kPerGroup * step < tiles) fill_stage<kSegCols>(p, ahead.row, ahead.col, stages + s * kStageBytes, full + s * 8);
