@@ -23,6 +23,12 @@ __device__ __forceinline__ void st16(bf16_t* p, const uint4& v) {
   asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
 
+// One 16-byte store, relaxed at GPU scope (the pre mailbox: a value another block polls with a
+// volatile load while it is stored; both accesses strong, so not a data race in the memory model).
+__device__ __forceinline__ void st16_relaxed_gpu(void* p, uint32_t x, uint32_t y, uint32_t z, uint32_t w) {
+  asm volatile("st.relaxed.gpu.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
+}
+
 // One 4-byte store (two bf16).
 __device__ __forceinline__ void st4(bf16_t* p, uint32_t v) {
   asm volatile("st.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");

@@ -179,8 +179,8 @@ __device__ __forceinline__ void collapse_token(const N4Params& p, int64_t t, uin
       __syncthreads();
       if (tid == 0 && mode == CollapseKind::kWeighted) {
         const uint32_t x = kPrePoison;
-        asm volatile("st.global.v4.u32 [%0], {%1, %1, %1, %1};" ::"l"(p.pre_mix_in + t * p.pre_mix_in_stride), "r"(x)
-                     : "memory");
+        // the poison back into the mailbox (pre_mix_in is the mailbox here, written by this kernel)
+        st16_relaxed_gpu(const_cast<float*>(p.pre_mix_in + t * p.pre_mix_in_stride), x, x, x, x);
       }
     }
   };

@@ -140,7 +140,8 @@ __device__ __forceinline__ void finalize_run(const FinalizeParams& f, int64_t t0
     if (f.pre != nullptr) {
 #pragma unroll
       for (int j = 0; j < kN; ++j) pre[j] = isnan(pre[j]) ? __int_as_float(0x7fffffff) : pre[j];
-      *reinterpret_cast<float4*>(f.pre + t * kN) = make_float4(pre[0], pre[1], pre[2], pre[3]);
+      st16_relaxed_gpu(f.pre + t * kN, __float_as_uint(pre[0]), __float_as_uint(pre[1]), __float_as_uint(pre[2]),
+                       __float_as_uint(pre[3]));
     }
     mixes_epilogue<kN>(p.epi, s_dot[tid], s_dot[tid][kRows], p.inv_k, t, pre, kEpiComb);
   }
@@ -174,7 +175,8 @@ __device__ __forceinline__ void early_pre(const FinalizeParams& f, int64_t t0, i
     // as finalize_run's store: a NaN as the canonical NaN, never the mailbox's poison
 #pragma unroll
     for (int j = 0; j < kN; ++j) pre[j] = isnan(pre[j]) ? __int_as_float(0x7fffffff) : pre[j];
-    *reinterpret_cast<float4*>(f.pre + (t0 + tid) * kN) = make_float4(pre[0], pre[1], pre[2], pre[3]);
+    st16_relaxed_gpu(f.pre + (t0 + tid) * kN, __float_as_uint(pre[0]), __float_as_uint(pre[1]),
+                     __float_as_uint(pre[2]), __float_as_uint(pre[3]));
   }
 }
 

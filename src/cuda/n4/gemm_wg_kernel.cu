@@ -169,7 +169,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_wg_kernel(const __grid_const
       stream_dots_wg_sw128(stage, base, j, part,
                            [&] { square_sums(smem + (stage - base), t, j == 0, sq); });
       if (j == kN - 1) store_item(p, chunk, items.tile(local), t, part, sq);
-      wg_barrier(group);  // every thread is done reading the stage (wgmma waited for)
+      fence_proxy_async();  // this thread's reads of the stage (square_sums) before the TMA refill's writes
+      wg_barrier(group);    // every thread is done reading the stage (wgmma waited for)
       const int next = s + kStagesWg;
       if (t == 0 && next < steps)
         issue_step(w, items, group + kGroups * (next / kN), next % kN, stage, bars + slot * 8);
