@@ -1,15 +1,17 @@
 # Prepared in session 37 (its device time ran out): the next session's first call. It checks
-# post_bulk_kernel's proxy fence (9ebd835) and the remaining rows' bits, in the order of what
-# matters most if the call runs out of time.
+# session 37's synchronisation fixes, none yet run on a GPU: post_bulk_kernel's proxy fence
+# (9ebd835), gemm_wg_kernel's (beec6fd) and the pre mailbox's strong stores (beec6fd), then the
+# remaining rows' bits, in the order of what matters most if the call runs out of time.
 # Invocation (step `prefill` only; about 6 minutes):
 #   bash scripts/prepare_device.sh (if .deps is missing); bash scripts/snap.sh .snap HEAD;
-#   bash scripts/snap.sh .snap2 4c8a07d (the tree before the fence); cp <this file> .snap/call.sh;
+#   bash scripts/snap.sh .snap2 4c8a07d (the tree before the fixes); cp <this file> .snap/call.sh;
 #   carry [".deps", ".snap", ".snap2"]; timeout_s 595;
 #   run: R0=$OUT; cd .snap && export OUT=/tmp/o MHC_S7_PREFILL='bash call.sh'; rm -rf /tmp/o;
 #        timeout 560 bash scripts/device_session.sh prefill > $R0/o.log 2>&1;
 #        cp /tmp/o/summary.txt $R0/; tar -czf $R0/results.tgz -C /tmp/o .
 # Predicted: the fence costs nothing measurable on the post rows (post_collapse_kernel has the same
-# fence and streams at its roofline): post normal at T = 16384 within 1% of the base tree's.
+# fence and streams at its roofline): post normal at T = 16384 within 1% of the base tree's; pre
+# and post_pre (finalize_kernel's rescheduled epilogue around the strong mailbox store) within 1%.
 set -u
 X="$BD/tests/test_gpu"
 (build_tree .snap2 base) &
@@ -31,6 +33,7 @@ wait
 cat "$OUT/r/builds-done"
 ab_rows 2 "base this" 30 --ops post --modes normal --H 4096,7168 --T 16,1024,4096,16384 --budget-s 8
 ab_rows 1 "base this" 30 --ops post_pre --modes normal_fold --H 4096,7168 --T 16,1024,16384 --budget-s 8
+ab_rows 1 "base this" 30 --ops pre --modes normal_fold --H 4096,7168 --T 1024,4096,16384 --budget-s 8
 # 4. Graphs, batch invariance (pre's overlap window, 1024 .. 2048, is dispatched since session 35
 #    and has not yet run through them), then the sanitizers over post.
 run_t graphbatch 120 'Modes/GpuGraph.*:Modes/GpuBatch.*'
