@@ -52,7 +52,7 @@ __global__ void probe(const __grid_constant__ ProbeParams pp) {
     mbar_init(bar, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  fence_proxy_async();
+  fence_proxy_async_shared();
   __syncthreads();
   if (t == 0) {
     mbar_expect_tx(bar, kStageBytesWg);

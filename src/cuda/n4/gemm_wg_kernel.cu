@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_wg_kernel(const __grid_const
       __syncthreads();  // both warpgroups are done with the previous chunk's B
       load_b<kThreads>(p, smem, chunk);
     }
-    fence_proxy_async();  // B's generic-proxy stores, before wgmma reads them
+    fence_proxy_async_shared();  // B's generic-proxy stores, before wgmma reads them
     __syncthreads();
 #pragma unroll 1
     for (; s < steps; ++s) {
@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_wg_kernel(const __grid_const
       stream_dots_wg_sw128(stage, base, j, part,
                            [&] { square_sums(smem + (stage - base), t, j == 0, sq); });
       if (j == kN - 1) store_item(p, chunk, items.tile(local), t, part, sq);
-      fence_proxy_async();  // this thread's reads of the stage (square_sums) before the TMA refill's writes
+      fence_proxy_async_shared();  // this thread's reads of the stage (square_sums) before the TMA refill's writes
       wg_barrier(group);    // every thread is done reading the stage (wgmma waited for)
       const int next = s + kStagesWg;
       if (t == 0 && next < steps)

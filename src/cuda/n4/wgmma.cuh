@@ -83,11 +83,6 @@ __device__ __forceinline__ void wgmma_commit_and_wait() {
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #endif
 }
-__device__ __forceinline__ void fence_proxy_async() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
 
 // TMA loads (gemm_wg_kernel's stages; bench/probes/tma_swizzle.cu; the mbarriers are in ptx.cuh).
 // One box of a 3-D tensor map at (column, stream, token) into shared memory at dst, completing `bar`.
