@@ -34,6 +34,15 @@ cat "$OUT/r/builds-done"
 ab_rows 2 "base this" 30 --ops post --modes normal --H 4096,7168 --T 16,1024,4096,16384 --budget-s 8
 ab_rows 1 "base this" 30 --ops post_pre --modes normal_fold --H 4096,7168 --T 16,1024,16384 --budget-s 8
 ab_rows 1 "base this" 30 --ops pre --modes normal_fold --H 4096,7168 --T 1024,4096,16384 --budget-s 8
+#    post_bulk_kernel's 2048-column segments (post.cuda_n4_bulk_2048, explicit) beside its 1024
+#    (post.cuda_n4_bulk), two rounds. Predicted (session 21: two more copies a tile, +40%, cost
+#    +4-5%): half the copies a byte, 3-5% faster at T >= 4096 (H = 4096, 8192).
+for round in 1 2; do
+  for v in bulk bulk_2048; do
+    timeout 30 "$BD/tools/mhc" bench --ops post --modes normal --H 4096,8192 --T 1024,4096,16384 \
+      --variant post.cuda_n4_$v --budget-s 8 2>&1 | grep "^\[" | sed "s/^/[seg $v $round] /"
+  done
+done
 # 4. Graphs, batch invariance (pre's overlap window, 1024 .. 2048, is dispatched since session 35
 #    and has not yet run through them), then the sanitizers over post.
 run_t graphbatch 120 'Modes/GpuGraph.*:Modes/GpuBatch.*'

@@ -280,8 +280,8 @@ __global__ void __launch_bounds__(kThreadsB, kPostRowsBlocks) post_pipelined_ker
 void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant) {
   if (p.T <= 0) return;
   if (variant == kPostAuto) variant = kPostFlat;
-  if (variant == kPostBulk) {
-    launch_post_bulk_kernel(p, ctx);
+  if (variant == kPostBulk || variant == kPostBulk2048) {
+    launch_post_bulk_kernel(p, ctx, variant == kPostBulk2048);
     return;
   }
   const int64_t row_blocks = static_cast<int64_t>(ctx.num_sms > 0 ? ctx.num_sms : 1) * kPostRowsBlocks;
