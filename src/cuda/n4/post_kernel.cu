@@ -3,7 +3,8 @@
 //
 // Three forms of one computation (launch_post_kernel's `variant`, src/cuda/n4/kernels.hpp;
 // kPostAuto is kPostFlat, and kPostBulk (kPostBulk2048: its 2048-column segments) runs
-// post_bulk_kernel.cu's kernel, the plans' choice on sm_90+); each output is post8's exact sum rounded once, so all give the same bits:
+// post_bulk_kernel.cu's kernel, the plans' choice on sm_90+); each output is post8's exact sum
+// rounded once, so all give the same bits:
 //   kPostFlat       one thread per (token, 8-column vector) of all 4 streams, grid-stride over
 //                   tokens x vectors (at most 16 blocks of 256 threads per multiprocessor), one
 //                   step at a time (3 resident blocks) or, for large T, two steps at a time
