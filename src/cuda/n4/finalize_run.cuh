@@ -1,8 +1,8 @@
 // src/cuda/n4/finalize_run.cuh - finalize_kernel's work on one run of tokens (its header says
 // what it computes, the layouts and the order): the canonical sums of the run's partials into
 // shared memory, then each token's mixes epilogue on one thread. finalize_kernel runs it once a
-// block; overlap_tail_kernel's finalize role once a 32-token
-// tile (finalize_tile, after take_tile). One code, so the same bits.
+// block; overlap_tail_kernel's finalize role once a 32-token tile, after take_tile. One code, so
+// the same bits.
 #pragma once
 
 #include "src/cuda/n4/canonical.cuh"
@@ -35,12 +35,6 @@ __device__ __forceinline__ float finish_group(float s, int n_real) {
   if (n_real == 0) return 0.0f;
   return n_real < kGroupTerms ? s + 0.0f : s;
 }
-
-/// The barrier of the threads that run finalize_run and early_pre: the block's (__syncthreads; a
-/// kernel whose finalize threads are part of a block would pass its named barrier instead).
-struct BlockBarrier {
-  __device__ __forceinline__ void operator()() const { __syncthreads(); }
-};
 
 /// One element's canonical sum over the runs: element idx of each run c < runs (c * chunk_stride
 /// floats from base), in rounds of 8 runs (round i: runs 8 i .. 8 i + 7, one term of each group),
@@ -77,12 +71,11 @@ __device__ __forceinline__ float element_sum(const float* base, int64_t chunk_st
 }
 
 /// The run [t0, t0 + count) of f.p's tokens (1 <= count <= kTokens), by every thread of a
-/// kFinThreads block (threads 0 .. kFinThreads - 1 of the block; sync() their barrier): the sums
-/// into s_dot, a barrier, then thread t's epilogue of token t0 + t, writing the mixes and, where
-/// f.pre is set, the fresh pre before the comb's chain.
-template <int kTokens, int kBatch, bool kGrouped, int kRounds, typename Sync = BlockBarrier>
+/// kFinThreads block: the sums into s_dot, a block barrier, then thread t's epilogue of token
+/// t0 + t, writing the mixes and, where f.pre is set, the fresh pre before the comb's chain.
+template <int kTokens, int kBatch, bool kGrouped, int kRounds>
 __device__ __forceinline__ void finalize_run(const FinalizeParams& f, int64_t t0, int count,
-                                             float (*s_dot)[kPartial], Sync sync = {}) {
+                                             float (*s_dot)[kPartial]) {
   constexpr int kElems = elems_of(kTokens);
   const N4Params& p = f.p;
   const int tid = threadIdx.x;
@@ -129,7 +122,7 @@ __device__ __forceinline__ void finalize_run(const FinalizeParams& f, int64_t t0
       }
     }
   }
-  sync();
+  __syncthreads();
   if (tid < count) {
     const int64_t t = t0 + tid;
     // The pre and post outputs, then the fresh pre into the buffer, then the comb's Sinkhorn
@@ -154,10 +147,9 @@ __device__ __forceinline__ void finalize_run(const FinalizeParams& f, int64_t t0
 /// finalize_run sums it (the same rounds, groups and zero terms), kRounds rounds of its loads at
 /// a time; then thread t < count forms token t0 + t's pre by mixes_pre, the epilogue's own first
 /// part, so the bits are finalize_run's. The caller runs finalize_run with f.pre = null after it.
-/// s_pre: count x 5 floats of shared memory; sync as finalize_run's.
-template <int kRounds, typename Sync = BlockBarrier>
-__device__ __forceinline__ void early_pre(const FinalizeParams& f, int64_t t0, int count, float (*s_pre)[kN + 1],
-                                          Sync sync = {}) {
+/// s_pre: count x 5 floats of shared memory.
+template <int kRounds>
+__device__ __forceinline__ void early_pre(const FinalizeParams& f, int64_t t0, int count, float (*s_pre)[kN + 1]) {
   const N4Params& p = f.p;
   const int tid = threadIdx.x;
   const float* base = partial_at(p, t0, 0);
@@ -168,7 +160,7 @@ __device__ __forceinline__ void early_pre(const FinalizeParams& f, int64_t t0, i
     s_pre[tok][q] = element_sum<kRounds>(base, chunk_stride, tok * kPartial + (q < kN ? q : kRows), rounds, p.chunks,
                                          p.chunks);
   }
-  sync();
+  __syncthreads();
   if (tid < count) {
     float pre[kN];
     mixes_pre<kN>(p.epi, s_pre[tid], s_pre[tid][kN], p.inv_k, pre);
@@ -196,26 +188,25 @@ __device__ __forceinline__ void take_tile(const N4Params& p, int64_t tile) {
 constexpr int kTileBatch = 2;      // finalize_tile: element batches of 2 (finalize_kernel<32, 4, 2>'s)
 constexpr int kTilePreRounds = 4;  // ... early_pre's rounds of 8 loads in flight (1 round trip at H = 4096, 2 at 7168)
 
-/// The overlap rows' work on tile `tile` of f.p's tokens, by the kFinThreads
-/// threads that sync() synchronises: take_tile, then, where f.pre is set, the tile's pre into it
-/// first (early_pre) and the rest of finalize_run's work (`rest`: f with pre null), else
-/// finalize_run on f. counted() and pre_stored() run at the two points the diagnostics build's
+/// The overlap rows' work on tile `tile` of f.p's tokens, by a kFinThreads block: take_tile,
+/// then, where f.pre is set, the tile's pre into it first (early_pre) and the rest of
+/// finalize_run's work (`rest`: f with pre null), else finalize_run on f. counted() and pre_stored() run at the two points the diagnostics build's
 /// timeline records (no-ops elsewhere).
-template <typename Sync, typename Counted, typename PreStored>
+template <typename Counted, typename PreStored>
 __device__ __forceinline__ void finalize_tile(const FinalizeParams& f, const FinalizeParams& rest, int64_t tile,
-                                              float (*s_dot)[kPartial], float (*s_pre)[kN + 1], Sync sync,
-                                              Counted counted, PreStored pre_stored) {
+                                              float (*s_dot)[kPartial], float (*s_pre)[kN + 1], Counted counted,
+                                              PreStored pre_stored) {
   take_tile(f.p, tile);
-  sync();  // the tile's loads after thread 0's acquire; s_dot's and s_pre's last readers are done
+  __syncthreads();  // the tile's loads after thread 0's acquire; s_dot's and s_pre's last readers are done
   const int64_t t0 = tile * kTile;
   const int count = static_cast<int>(f.p.T - t0 < kTile ? f.p.T - t0 : kTile);
   counted();
   if (f.pre != nullptr) {
-    early_pre<kTilePreRounds>(f, t0, count, s_pre, sync);  // ends with the pre stored by threads < count
+    early_pre<kTilePreRounds>(f, t0, count, s_pre);  // ends with the pre stored by threads < count
     pre_stored();
-    finalize_run<kTile, kTileBatch, false, 0>(rest, t0, count, s_dot, sync);
+    finalize_run<kTile, kTileBatch, false, 0>(rest, t0, count, s_dot);
   } else {
-    finalize_run<kTile, kTileBatch, false, 0>(f, t0, count, s_dot, sync);
+    finalize_run<kTile, kTileBatch, false, 0>(f, t0, count, s_dot);
   }
 }
 

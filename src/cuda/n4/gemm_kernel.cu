@@ -85,8 +85,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) gemm_kernel(const N4Params p) 
   cp_async_commit();
   pdl_wait();
   if (kOverlap) pdl_launch_dependents();  // after the kernel before has completed (see the header)
-  run_owner_steps<kWarps, kSlots, kPart, kOverlap>(p, items, smem, warp, lane, static_cast<int>(threadIdx.x),
-                                                   [] { __syncthreads(); });
+  run_owner_steps<kWarps, kSlots, kPart, kOverlap>(p, items, smem, warp, lane, static_cast<int>(threadIdx.x));
 }
 
 }  // namespace

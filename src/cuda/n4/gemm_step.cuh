@@ -331,14 +331,14 @@ __device__ __forceinline__ void store_item(const N4Params& p, int chunk, int64_t
 }
 
 /// The steps of warp `warp` of a GEMM block of kWarps warps (gemm_kernel) over the block's items,
-/// each warp with its ring of kSlots slots after the chunk's B fragments in `smem`: the caller has issued and committed the copies of the first chunk's
-/// fragments (one cp.async group) and waited for the kernel before. block_sync() synchronises
-/// the block's kWarps warps (the fragments' reload between chunks). kPart: gemm_kernel's
+/// each warp with its ring of kSlots slots after the chunk's B fragments in `smem`: the caller has
+/// issued and committed the copies of the first chunk's fragments (one cp.async group) and waited
+/// for the kernel before; block barriers around the fragments' reload between chunks. kPart: gemm_kernel's
 /// diagnostics part (0: the kernel). kCount: after an item's partials are stored, lane 0 adds 1 to
 /// its tile's counter (p.tile_arrivals, a release at GPU scope after __syncwarp).
-template <int kWarps, int kSlots, int kPart, bool kCount, typename Items, typename BlockSync>
+template <int kWarps, int kSlots, int kPart, bool kCount, typename Items>
 __device__ __forceinline__ void run_owner_steps(const N4Params& p, const Items& items, unsigned char* smem, int warp,
-                                                int lane, int tid, BlockSync block_sync) {
+                                                int lane, int tid) {
   constexpr bool kCopies = kPart != 4 && kPart != 6, kDoSquares = kPart != 1 && kPart != 3 && kPart != 5 && kPart != 7,
                  kDots = kPart != 1 && kPart != 2 && kPart != 5, kStores = kPart != 5 && kPart != 6,
                  kMmaSquares = kPart == 7;
@@ -357,14 +357,14 @@ __device__ __forceinline__ void run_owner_steps(const N4Params& p, const Items& 
   int s = 0;
   for (int chunk = first_chunk; chunk <= last_chunk; ++chunk) {
     if (chunk != first_chunk) {
-      block_sync();  // every warp is done with the previous chunk's fragments
+      __syncthreads();  // every warp is done with the previous chunk's fragments
       load_fragments<kWarps * 32>(p, smem, chunk, tid);
       cp_async_commit();
       cp_async_wait<0>();
     } else {
       cp_async_wait<kSlots>();  // the fragments (the ring's first copies may still be in flight)
     }
-    block_sync();  // the chunk's fragments are visible to every warp
+    __syncthreads();  // the chunk's fragments are visible to every warp
     const uint2* frag = reinterpret_cast<const uint2*>(smem);
 #pragma unroll 1
     for (; s < steps.count; ++s) {

@@ -169,8 +169,9 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_wg_kernel(const __grid_const
       stream_dots_wg_sw128(stage, base, j, part,
                            [&] { square_sums(smem + (stage - base), t, j == 0, sq); });
       if (j == kN - 1) store_item(p, chunk, items.tile(local), t, part, sq);
-      fence_proxy_async_shared();  // this thread's reads of the stage (square_sums) before the TMA refill's writes
-      wg_barrier(group);    // every thread is done reading the stage (wgmma waited for)
+      // this thread's reads of the stage (square_sums) before the TMA refill's writes
+      fence_proxy_async_shared();
+      wg_barrier(group);  // every thread is done reading the stage (wgmma waited for)
       const int next = s + kStagesWg;
       if (t == 0 && next < steps)
         issue_step(w, items, group + kGroups * (next / kN), next % kN, stage, bars + slot * 8);
@@ -181,7 +182,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_wg_kernel(const __grid_const
 #endif
 }
 
-// 1 where this binary's code for the device has the sm_90a path (wgmma, setmaxnreg), else 0.
+// 1 where this binary's code for the device has the sm_90a path (wgmma), else 0.
 __global__ void gemm_wg_compiled(int* out) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   *out = 1;
@@ -217,11 +218,11 @@ bool gemm_wg_supports(int64_t stream_stride, int64_t token_stride) {
 
 }  // namespace
 
-bool sm90a_code(int device) {
+bool configure_gemm_wg_kernel(int device) {
   int major = 0, minor = 0;
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  if (major != 9 || minor != 0) return false;
+  if (major != 9 || minor != 0 || tensor_map_encoder() == nullptr) return false;
   int* flag = nullptr;
   MHC_CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
   int compiled = 0;
@@ -229,11 +230,7 @@ bool sm90a_code(int device) {
   const cudaError_t launched = cudaGetLastError();
   if (launched == cudaSuccess) MHC_CUDA_CHECK(cudaMemcpy(&compiled, flag, sizeof(int), cudaMemcpyDeviceToHost));
   MHC_CUDA_CHECK(cudaFree(flag));
-  return launched == cudaSuccess && compiled == 1;
-}
-
-bool configure_gemm_wg_kernel(int device, bool sm90a) {
-  if (!sm90a || tensor_map_encoder() == nullptr) return false;
+  if (launched != cudaSuccess || compiled != 1) return false;
   return allow_dynamic_smem(gemm_wg_kernel, device, kSmemWg);
 }
 

@@ -40,12 +40,9 @@ void launch_gemm_rb_kernel(const N4Params& p, const LaunchCtx& ctx);
 bool configure_gemm_rb_kernel(int device);  // 210 KB of shared memory, sm_90+; false where not
 /// gemm_wg_kernel (gemm_wg_kernel.cu): gemm_kernel's contract and bits on wgmma (sm_90a).
 void launch_gemm_wg_kernel(const N4Params& p, const LaunchCtx& ctx);
-/// True where `device` is compute capability 9.0 and this binary has sm_90a code for it (a probe
-/// kernel of gemm_wg_kernel.cu, run once by n4_configure_device).
-bool sm90a_code(int device);
-/// True where sm90a (sm90a_code(device)), the driver has cuTensorMapEncodeTiled and `device` 200 KB
-/// of shared memory per block (then it also sets that limit).
-bool configure_gemm_wg_kernel(int device, bool sm90a);
+/// True where `device` is compute capability 9.0, this binary has gemm_wg_kernel's sm_90a code
+/// and 200 KB of shared memory per block (then it also sets that limit).
+bool configure_gemm_wg_kernel(int device);
 /// collapse_kernel (collapse_kernel.cu): epilogue of the partials (p.has_mixes) and collapse.
 void launch_collapse_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// post_kernel (post_kernel.cu): post alone. `variant` picks the kernel's form (same bits):

@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(kThreadsB, kVecs <= 4 ? 3 : 2) overlap_tail_ke
 #pragma unroll 1
     for (int64_t tile = ticket; tile < tiles; tile += d.fin_blocks) {
       finalize_tile(
-          d.f, rest, tile, s_dot, s_pre, BlockBarrier{},
+          d.f, rest, tile, s_dot, s_pre,
           [&] { MHC_TRACE(if (threadIdx.x == 0 && tile < kTraceTiles) g_trace_tile[tile][0] = trace_now()); },
           [&] { MHC_TRACE(if (threadIdx.x == 0 && tile < kTraceTiles) g_trace_tile[tile][1] = trace_now()); });
     }

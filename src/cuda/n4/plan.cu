@@ -145,7 +145,7 @@ bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* gemm
   MHC_CUDA_CHECK(cudaGetDevice(&device));
   *gemm = configure_gemm_kernel(device);
   *gemm_group = *gemm && configure_gemm_group_kernel(device);
-  *gemm_wg = configure_gemm_wg_kernel(device, sm90a_code(device));
+  *gemm_wg = configure_gemm_wg_kernel(device);
   *gemm_rb = *gemm && configure_gemm_rb_kernel(device);  // staged_rb takes gemm_kernel where its runs do not fit
   int major = 0;
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));

@@ -15,8 +15,8 @@
 // refilled by its thread 0 (so no group waits for another), consumer thread i of a group taking
 // vector i of the segment. A stage's `full` barrier counts the copies' bytes; once every thread
 // of the group has read the stage (each thread's `fence.proxy.async` after its reads, then a named
-// barrier of the group), thread 0 refills it with the group's tile kPerGroup ahead. Outputs are stored by the consumers (16-byte stores; the staged
-// plan reads residual_out back from L2).
+// barrier of the group), thread 0 refills it with the group's tile kPerGroup ahead. Outputs are
+// stored by the consumers (16-byte stores; the staged plan reads residual_out back from L2).
 // Accumulation: post8 (src/cuda/n4/post8.cuh), the token's 20 mixes read per vector as
 // post_flat_kernel does.
 // Envelope: sm_90+ (bulk copies, mbarriers), n = 4, H % 512 == 0, 16-byte aligned rows; the

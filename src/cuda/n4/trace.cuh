@@ -1,9 +1,9 @@
 // src/cuda/n4/trace.cuh - the diagnostics build's (-DMHC_GEMM_PROBE) timeline of the kernels that
 // run the GEMM stage, the finalize and the collapse at once (overlap_tail_kernel beside
-// gemm_kernel's overlapped form): when each 32-token tile's counter was seen complete and its pre stored, and
-// when each token's collapse started and ended, from the global timer (ns). Each including file
-// has its own buffers (an unnamed namespace); trace_timeline prints the summary lines. Release
-// builds include nothing of it.
+// gemm_kernel's overlapped form): when each 32-token tile's counter was seen complete and its pre
+// stored, and when each token's collapse started and ended, from the global timer (ns). Each
+// including file has its own buffers (an unnamed namespace); trace_timeline prints the summary
+// lines. Release builds include nothing of it.
 #pragma once
 
 #ifdef MHC_GEMM_PROBE
