@@ -130,7 +130,7 @@ if [[ "$steps" == *" probe "* ]]; then
     -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_FLAGS=-DMHC_DECODE_PROBE -DMHC_BUILD_TESTS=OFF \
     -DMHC_CLI11_INCLUDE="$PWD/.deps/cli11" > "$R/probe-configure.log" 2>&1
   cmake --build ../build-s7-probe --target mhc_cli > "$R/probe-build.log" 2>&1 || tail -5 "$R/probe-build.log"
-  for lvl in 1 2 3 4 5 6 0; do
+  for lvl in ${MHC_S7_PROBE_LEVELS:-1 2 3 4 5 6 0}; do
     IFS=';' read -ra pops <<< "${MHC_S7_PROBE_OPS:-post_pre normal_fold;head learned_fold;pre normal_fold}"
     for op in "${pops[@]}"; do
       set -- $op

@@ -24,7 +24,8 @@ std::vector<Variant> cuda_variants() {
       "as cuda_n4_decode, H <= 8192";
   constexpr const char* kDecodeChunkPlan =
       "decode_chunk_kernel (one launch: a block per (chunk, 16 tokens) forms the post and the chunk partials; "
-      "the last min(T, blocks) to finish reduce them, collapse and run the epilogue)";
+      "min(T, SMs - 1) blocks reduce them, collapse and run the epilogue: the last to finish, and blocks that skip "
+      "the post where T exceeds the others)";
   constexpr const char* kDecodePlan =
       "decode_kernel (one launch: unit blocks form the post and the dots, then one block per token the "
       "collapse and one the epilogue)";

@@ -1,28 +1,31 @@
 // src/cuda/n4/decode_chunk_kernel.cu - every n = 4 operator with a mixes stage in ONE launch with
-// one block per (chunk, 16-token group) and no extra phase-2 blocks, for small T (decode and
-// speculative verify).
+// one block per (chunk, 16-token group), plus phase-2-only blocks where T exceeds those, for small
+// T (decode and speculative verify).
 //
 // What it computes: the same outputs, bit for bit, as every other n4 variant: the optional post
 // stage (post8), residual_out, the mixes in the canonical order of config.cuh, the epilogue
 // (epilogue.cuh) and the collapse with its RMSNorm fold (collapse_row.cuh, collapse_loaded).
 // Grid mapping: one 384-thread block per (128-column chunk c, run of G consecutive groups of 16
-// tokens): H / 128 x ceil(ceil(T / 16) / G) blocks, block b = (c = b % chunks, run b / chunks),
-// where G is the fewest groups per block (at most 4) that keep the grid within one wave (blocks
-// <= the multiprocessors; G = 1 up to T = 16 x floor(SMs / chunks)). Phase 1: the block stages
-// the run's inputs in shared memory at once (cp.async of the residual and layer_output rows, L2
-// loads of the mixes), so the run pays one memory latency; then items (token, 8-column vector),
-// 384 at a time, form the post of all 4 streams (post8), write residual_out, put the 4 x 128
-// columns in place as the A tile and form the chunk's sum of squares (fmaf chain, butterfly)
-// (G = 1 with one token, T = 1: the post runs first by (token, vector, column pair) items, 4
-// threads a vector, into residual_out and the A tile; decode_phase1.cuh's column-pair mode);
+// tokens): H / 128 x ceil(ceil(T / 16) / G) phase-1 blocks, block b = (c = b % chunks, run
+// b / chunks), where G is the fewest groups per block (at most 4) that keep the grid within one
+// wave (blocks <= the multiprocessors; G = 1 up to T = 16 x floor(SMs / chunks)). Phase 1: the
+// block stages the run's inputs in shared memory at once (cp.async of the residual and
+// layer_output rows, L2 loads of the mixes), so the run pays one memory latency; then items
+// (token, 8-column vector), 384 at a time, form the post of all 4 streams (post8), write
+// residual_out, put the 4 x 128 columns in place as the A tile and form the chunk's sum of
+// squares (fmaf chain, butterfly) (G = 1 with one token, T = 1: the post runs first by (token,
+// vector, column pair) items, 4 threads a vector, into residual_out and the A tile;
+// decode_phase1.cuh's column-pair mode);
 // then warp w = (stream j = w / 3, row block b = w % 3) runs, per group, the three mma chains of
 // n-tiles b, 3 + b, 6 + b (hi, mid, lo parts of rows 8b..8b+7, B fragments in registers, loaded
 // before pdl_wait since they are weights) and forms v = hi + (mid + lo); the chunk partial
 // ((v_0 + v_1) + v_2) + v_3 and the sum of squares go to the workspace ([T][chunks][25]: a
-// token's chunks side by side for phase 2; the staged plans use [chunks][T][25]). Then each block takes an arrival number (one acq_rel atomic). The last
-// P = min(T, blocks, SMs - 1) blocks to arrive do phase 2, block k for tokens k, k + P, ..: they
-// wait until every block has arrived (the blocks they wait for are running, done, or waiting for
-// one of the multiprocessors that P spinning blocks leave free; the kernel after this one cannot
+// token's chunks side by side for phase 2; the staged plans use [chunks][T][25]). Then each block
+// takes an arrival number (one acq_rel atomic). P = min(T, SMs - 1) blocks do phase 2, block k for
+// tokens k, k + P, ..: the last to arrive and, where T exceeds the phase-1 blocks, P - blocks more
+// blocks after them that skip phase 1 (so a block serves one token up to T = SMs - 1). They wait
+// until every block has arrived (the blocks they wait for are running, done, or waiting for one of
+// the multiprocessors that P spinning blocks leave free; the kernel after this one cannot
 // start before every block of this one has), then per token reduce the partials in the
 // canonical order (8 interleaved chunk groups, then the groups), and warps 0..7 collapse the
 // token from registers (its new residual loaded from L2 right after the wait, the RMSNorm weight
@@ -65,14 +68,17 @@ struct ChunkDecodeParams {
   uint32_t* counters;  // the workspace's [3] counters, 0 between launches
   int32_t blocks;      // chunks x runs: block b runs chunk b % chunks, groups [G (b / chunks), + G)
   int32_t run;         // G: token groups per block
-  int32_t phase2;      // P = min(T, blocks, SMs - 1) phase-2 blocks
+  int32_t phase2;      // P = min(T, SMs - 1) phase-2 blocks (at most `blocks` + `extra`)
+  int32_t extra;       // phase-2-only blocks (blockIdx.x >= blocks): P - blocks where T > blocks, else 0
   int32_t probe;       // diagnostics builds only (MHC_DECODE_PROBE, see probe_level): where to stop
 };
 
 // Diagnostics (a build with -DMHC_DECODE_PROBE; MHC_DECODE_PROBE=k in the environment): the kernel
 // stops early so that a chained benchmark shows what each part costs. 1: after pdl_wait; 2: after
 // phase 1; 3: after the arrivals (phase 2 does nothing); 4: phase 2 without collapse and epilogue;
-// 5: without the epilogue; 6: without the collapse. Release builds compile the checks away.
+// 5: without the epilogue; 6: without the collapse; 7: as 6, the epilogue run twice (the second
+// pass warm: what the first pays for a cold instruction cache). Release builds compile the checks
+// away.
 #ifdef MHC_DECODE_PROBE
 __device__ __forceinline__ int probe_level(const ChunkDecodeParams& d) { return d.probe; }
 #else
@@ -94,6 +100,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
   __shared__ uint32_t s_arrival;
   const N4Params& p = d.p;
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+  const bool only2 = static_cast<int>(blockIdx.x) >= d.blocks;  // block-uniform: a phase-2-only block
   const int c = static_cast<int>(blockIdx.x) % p.chunks;
   const int64_t first = static_cast<int64_t>(blockIdx.x / p.chunks) * d.run * kGroup;  // the run's first token
   pdl_launch_dependents();
@@ -103,11 +110,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
   if (tid >= 32 && tid < 32 + (p.epi.head ? kN : kRows)) s_base[tid - 32] = p.epi.base[tid - 32];
   // This warp's B fragments (weights: loaded before pdl_wait, overlapping the kernel before).
   uint2 b[3][kMmaSteps];
-  load_warp_fragments(p, c, b);
+  if (!only2) load_warp_fragments(p, c, b);
   pdl_wait();  // the inputs, the scratch and the counters belong to this launch from here on
   const int probe = probe_level(d);
   if (probe == 1) return;
-  {
+  if (!only2) {
     const int64_t left_groups = (p.T - first + kGroup - 1) / kGroup;
     const int groups = static_cast<int>(left_groups < d.run ? left_groups : d.run);
     const int64_t left = p.T - first;
@@ -120,12 +127,16 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
   }
   if (probe == 2) return;
   // Arrival: the block barrier orders every thread's partial and residual_out writes before
-  // thread 0's acq_rel add (cumulative release).
-  __syncthreads();
-  if (tid == 0) s_arrival = atom_add_acq_rel_gpu(d.counters + kArrived, 1u);
-  __syncthreads();
-  const int k2 = static_cast<int>(s_arrival) - (d.blocks - d.phase2);
-  if (k2 < 0) return;  // block-uniform: not one of the last P to arrive
+  // thread 0's acq_rel add (cumulative release). Phase-2-only blocks take phase-2 numbers 0 ..
+  // extra - 1, the last P - extra phase-1 blocks to arrive the others.
+  if (!only2) {
+    __syncthreads();
+    if (tid == 0) s_arrival = atom_add_acq_rel_gpu(d.counters + kArrived, 1u);
+    __syncthreads();
+  }
+  const int k2 = only2 ? static_cast<int>(blockIdx.x) - d.blocks
+                       : static_cast<int>(s_arrival) - (d.blocks - (d.phase2 - d.extra)) + d.extra;
+  if (k2 < 0) return;  // block-uniform: not one of the last P - extra to arrive
 
   // Phase 2. The RMSNorm weight (a weight) first, then wait for the other arrivals.
   const bool fold = p.has_collapse && p.rmsnorm_weight != nullptr;
@@ -136,7 +147,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
     const int64_t v = tid + i * kThreadsB;
     wr[i] = fold && tid < kThreadsB && v < vecs ? ld16(p.rmsnorm_weight + v * 8) : make_uint4(0, 0, 0, 0);
   }
-  if (tid == 0 && s_arrival != static_cast<uint32_t>(d.blocks) - 1) {
+  if (tid == 0 && (only2 || s_arrival != static_cast<uint32_t>(d.blocks) - 1)) {
     while (ld_acquire_gpu(d.counters + kArrived) < static_cast<uint32_t>(d.blocks)) {
     }
   }
@@ -160,9 +171,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
     if (w == kCombWarp || w == kPrePostWarp) {
       if (lane == 0 && !p.epi.head && probe != 4 && probe != 5) {
         float pre[kN];
-        mixes_epilogue<kN>(epi, s_dot, s_dot[kRows], p.inv_k, t, pre, w == kCombWarp ? kEpiComb : kEpiPrePost);
+        // Probe 7 runs the same instructions twice: the second pass from a warm instruction cache.
+        for (int pass = 0; pass < (probe == 7 ? 2 : 1); ++pass)
+          mixes_epilogue<kN>(epi, s_dot, s_dot[kRows], p.inv_k, t, pre, w == kCombWarp ? kEpiComb : kEpiPrePost);
       }
-    } else if (w < kCollapseWarps && p.has_collapse && probe != 4 && probe != 6) {
+    } else if (w < kCollapseWarps && p.has_collapse && probe != 4 && probe != 6 && probe != 7) {
       if (computed && tid == 0) {
         float pre[kN];
         mixes_pre<kN>(epi, s_dot, s_dot[kRows], p.inv_k, pre);
@@ -208,18 +221,21 @@ void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* cou
   d.run = static_cast<int32_t>(run < kMaxRun ? run : kMaxRun);
   d.blocks = static_cast<int32_t>((groups + d.run - 1) / d.run * p.chunks);
   // P phase-2 blocks spin until every block has arrived: fewer than the multiprocessors, so that a
-  // block not yet scheduled always finds one.
+  // block not yet scheduled always finds one. P = min(T, SMs - 1), a token each where T allows:
+  // where the phase-1 blocks are fewer (e.g. T = 113-128 at H = 7168: 112 blocks), P - blocks
+  // phase-2-only blocks join them, so that no block serves a second token after its first (each
+  // token's phase 2 is a chain of ~2.5 us); the grid is then P <= SMs - 1 blocks, all resident.
   const int64_t spin_limit = ctx.num_sms > 1 ? ctx.num_sms - 1 : 1;
-  int64_t phase2 = p.T < d.blocks ? p.T : d.blocks;
-  if (phase2 > spin_limit) phase2 = spin_limit;
+  const int64_t phase2 = p.T < spin_limit ? p.T : spin_limit;
   d.phase2 = static_cast<int32_t>(phase2);
+  d.extra = static_cast<int32_t>(phase2 > d.blocks ? phase2 - d.blocks : 0);
 #ifdef MHC_DECODE_PROBE
   const char* probe = std::getenv("MHC_DECODE_PROBE");
   d.probe = probe != nullptr ? std::atoi(probe) : 0;
 #endif
   // The staged phase 1 only where a block has several groups (see chunk_run).
   const bool staged = d.run > 1;
-  launch_kernel(chunk_kernel(p.has_post, staged), dim3(static_cast<unsigned>(d.blocks)), kThreads, static_cast<size_t>(run_smem_bytes(d.run)), ctx, d);
+  launch_kernel(chunk_kernel(p.has_post, staged), dim3(static_cast<unsigned>(d.blocks + d.extra)), kThreads, static_cast<size_t>(run_smem_bytes(d.run)), ctx, d);
 }
 
 bool configure_decode_chunk_kernel(int device) {
