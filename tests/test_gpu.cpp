@@ -1298,9 +1298,12 @@ TEST_P(GpuBatch, TokenAloneAndInSliceEqualBatch) {
   const int mi = GetParam();
   const Mode& m = modes()[static_cast<size_t>(mi)];
   // T = 600 runs the n4 plan in three slices (256 + 256 + 88 tokens: WorkspaceOptions::
-  // n4_slice_tokens = 256); a token alone and the 19-token slice run decode_kernel: equal bits
-  // across all. (The default 1920-token slices are crossed by the grid's T = 4096 cases.)
-  constexpr int64_t kT = 600, kSliceStart = 37, kSliceLen = 19;
+  // n4_slice_tokens = 256); a token alone and the 19- and 125-token slices run the decode kernels:
+  // equal bits across all. (The default 1920-token slices are crossed by the grid's T = 4096
+  // cases.) 125 tokens at H = 5120 / 7168 exceed decode_chunk_kernel's phase-1 blocks (120 / 112),
+  // so phase-2-only blocks serve the rest.
+  constexpr int64_t kT = 600;
+  const std::vector<std::pair<int64_t, int64_t>> slices = {{37, 19}, {200, 125}};  // (first, length)
   const std::vector<int64_t> alone = {0, 1, 2, 37, 63, 64, 65, 100, 127, 300, 447, 448, 599};
   const std::vector<std::pair<int, int64_t>> shapes = {{4, 4096}, {4, 5120}, {4, 7168}, {4, 1000},
                                                        {1, 64},   {2, 1000}, {8, 4096}};
@@ -1311,9 +1314,8 @@ TEST_P(GpuBatch, TokenAloneAndInSliceEqualBatch) {
     const uint64_t seed = case_seed("batch", mi, n, H, kT);
     Case batch = make_case(m, n, H, kT, seed);
     Case one = make_case(m, n, H, 1, seed);
-    Case slice = make_case(m, n, H, kSliceLen, seed);
     const Weights w = make_weights(m, n, H, seed, false);
-    // n4 slices of 256 tokens; the default decode limit (128): T = 1 and 19 run decode_chunk_kernel
+    // n4 slices of 256 tokens; the default decode limit (128): T = 1, 19 and 125 run decode_chunk_kernel
     // by default, T = 600 the multi-kernel plan, so the default path crosses the decode threshold.
     mhc::WorkspaceOptions opt;
     opt.max_tokens = kT;
@@ -1336,13 +1338,17 @@ TEST_P(GpuBatch, TokenAloneAndInSliceEqualBatch) {
         }
         expect_rows(one, k, "token " + std::to_string(k) + " alone (T=1)");
       }
-      slice.poison_outputs();
-      std::string why;
-      if (!run_gpu(m, slice.cfg, w, rows_of(batch, kSliceStart, kSliceLen, slice), ws, v, nullptr, &why)) {
-        std::cout << "[   skip   ] " << lbl << " slice: " << why << "\n";
-        continue;
+      for (const auto& fl : slices) {
+        const std::string range = "[" + std::to_string(fl.first) + ", " + std::to_string(fl.first + fl.second) + ")";
+        Case slice = make_case(m, n, H, fl.second, seed);
+        slice.poison_outputs();
+        std::string why;
+        if (!run_gpu(m, slice.cfg, w, rows_of(batch, fl.first, fl.second, slice), ws, v, nullptr, &why)) {
+          std::cout << "[   skip   ] " << lbl << " slice " << range << ": " << why << "\n";
+          continue;
+        }
+        expect_rows(slice, fl.first, "slice " + range);
       }
-      expect_rows(slice, kSliceStart, "slice [37, 56)");
     }
   }
 }
