@@ -95,7 +95,6 @@ std::vector<Variant> cuda_variants() {
       {"post.cuda_n4_rows", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_rows_run, "post_kernel (rows: a block per token row)", "n4"},
       {"post.cuda_n4_pipelined", Op::kPost, DeviceType::kCUDA, kN4, n4_supports, n4_post_pipelined_run, "post_kernel (rows, next loads in flight)", "n4"},
       {"post.cuda_n4_bulk", Op::kPost, DeviceType::kCUDA, "CUDA compute capability 9.0+, n = 4, H % 512 == 0, H <= 16384, 16-byte aligned bf16 rows", n4_post_bulk_supports, n4_post_bulk_run, "post_bulk_kernel (512 threads a multiprocessor in groups of 128, or of 64 where H % 1024 != 0, each fed by its own ring of bulk copies)", "n4"},
-      {"post.cuda_n4_bulk_2048", Op::kPost, DeviceType::kCUDA, "CUDA compute capability 9.0+, n = 4, H % 2048 == 0, H <= 16384, 16-byte aligned bf16 rows", n4_post_bulk_2048_supports, n4_post_bulk_2048_run, "post_bulk_kernel with 2048-column segments (2 groups of 256 threads, half the bulk copies a byte; explicit until measured)", "n4"},
       generic("post.cuda_generic", Op::kPost),
       // post_pre
       decode_chunk("post_pre.cuda_n4_decode_chunk", Op::kPostPre),

@@ -65,9 +65,6 @@ void n4_post_rows_run(const detail::Problem& p);
 void n4_post_pipelined_run(const detail::Problem& p);
 bool n4_post_bulk_supports(const detail::Problem& p);
 void n4_post_bulk_run(const detail::Problem& p);
-// post_bulk_kernel with 2048-column segments (half the bulk copies a byte; H % 2048 == 0).
-bool n4_post_bulk_2048_supports(const detail::Problem& p);
-void n4_post_bulk_2048_run(const detail::Problem& p);
 /// fn split into bf16 hi/mid/lo parts in mma B-fragment order (empty outside the n4 envelope).
 std::vector<uint32_t> n4_fragments(const PreparedWeights::Impl& w);
 /// fn_b [rows][H] in the same layout as n = 4 weights over H / 4 columns a stream (the embedding

@@ -50,15 +50,12 @@ void launch_collapse_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// the token's weights once; kPostPipelined kPostRows with the next step's loads in flight;
 /// kPostAuto kPostFlat, the fastest of the three at every T measured on the H200
 /// (docs/performance.md); kPostBulk post_bulk_kernel (below), which the caller may pick only
-/// where the workspace configured it (post_form, plan.cu); kPostBulk2048 post_bulk_kernel with
-/// 2048-column segments (H % 2048 == 0: post_bulk_2048_supports), likewise.
-enum PostVariant : int { kPostAuto = -1, kPostFlat = 0, kPostRows = 1, kPostPipelined = 2, kPostBulk = 3, kPostBulk2048 = 4 };
+/// where the workspace configured it (post_form, plan.cu).
+enum PostVariant : int { kPostAuto = -1, kPostFlat = 0, kPostRows = 1, kPostPipelined = 2, kPostBulk = 3 };
 void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant = kPostAuto);
 /// post_bulk_kernel (post_bulk_kernel.cu): post alone, its loads through a ring of bulk copies
 /// (sm_90+, where configure_post_bulk_kernel gave it its 120 KB of shared memory); the same bits.
-/// Segments of 1024 columns where H % 1024 == 0, else 512; 2048 where segments_2048 (H % 2048 == 0).
-void launch_post_bulk_kernel(const N4Params& p, const LaunchCtx& ctx, bool segments_2048 = false);
-bool post_bulk_2048_supports(int64_t H);
+void launch_post_bulk_kernel(const N4Params& p, const LaunchCtx& ctx);
 bool configure_post_bulk_kernel(int device);
 /// post_collapse_kernel (post_collapse_kernel.cu): the post and the collapse with the carried pre
 /// in one pass, through a ring of bulk copies (sm_90+, where configure_post_collapse_kernel gave

@@ -111,24 +111,17 @@ __global__ void __launch_bounds__(kBulkThreads, 1) post_bulk_kernel(const N4Para
 }  // namespace
 
 bool configure_post_bulk_kernel(int device) {
-  return allow_dynamic_smem(post_bulk_kernel<2048>, device, kBulkSmem) &&
-         allow_dynamic_smem(post_bulk_kernel<1024>, device, kBulkSmem) &&
-         allow_dynamic_smem(post_bulk_kernel<512>, device, kBulkSmem);
+  return allow_dynamic_smem(post_bulk_kernel<1024>, device, kBulkSmem) && allow_dynamic_smem(post_bulk_kernel<512>, device, kBulkSmem);
 }
 
-bool post_bulk_2048_supports(int64_t H) { return H % 2048 == 0; }
-
-void launch_post_bulk_kernel(const N4Params& p, const LaunchCtx& ctx, bool segments_2048) {
+void launch_post_bulk_kernel(const N4Params& p, const LaunchCtx& ctx) {
   MHC_CHECK(p.H % 512 == 0 && p.H <= kMaxH, "post_bulk_kernel: H = ", p.H, " outside the n4 envelope");
-  MHC_CHECK(!segments_2048 || post_bulk_2048_supports(p.H), "post_bulk_kernel: 2048-column segments need H % 2048 == 0, not H = ", p.H);
   if (p.T <= 0) return;
-  // 1024-column segments where H allows (2048 where asked), else 512
-  const int seg = segments_2048 ? 2048 : p.H % 1024 == 0 ? 1024 : 512;
-  const int64_t tiles = p.T * (p.H / seg);
+  const bool wide = p.H % 1024 == 0;  // 1024-column segments where H allows
+  const int64_t tiles = p.T * (p.H / (wide ? 1024 : 512));
   const int64_t sms = ctx.num_sms > 0 ? ctx.num_sms : 1;
   const dim3 grid(static_cast<unsigned>(tiles < sms ? tiles : sms));
-  auto* kernel = seg == 2048 ? post_bulk_kernel<2048> : seg == 1024 ? post_bulk_kernel<1024> : post_bulk_kernel<512>;
-  launch_kernel(kernel, grid, kBulkThreads, kBulkSmem, ctx, p);
+  launch_kernel(wide ? post_bulk_kernel<1024> : post_bulk_kernel<512>, grid, kBulkThreads, kBulkSmem, ctx, p);
 }
 
 }  // namespace mhc::cuda::n4
@@ -137,7 +130,6 @@ void launch_post_bulk_kernel(const N4Params& p, const LaunchCtx& ctx, bool segme
 // that every launched kernel is listed).
 #include "src/cuda/kernel_list.cuh"
 void mhc::cuda::n4::list_post_bulk_kernels(KernelList& out) {
-  add_kernel(out, post_bulk_kernel<2048>, "n4::post_bulk_kernel<2048>");
   add_kernel(out, post_bulk_kernel<1024>, "n4::post_bulk_kernel<1024>");
   add_kernel(out, post_bulk_kernel<512>, "n4::post_bulk_kernel<512>");
 }

@@ -2,9 +2,8 @@
 // bf16(post[k] * layer_output[t,:] + sum_j comb[j,k] * residual[t,j,:]).
 //
 // Three forms of one computation (launch_post_kernel's `variant`, src/cuda/n4/kernels.hpp;
-// kPostAuto is kPostFlat, and kPostBulk (kPostBulk2048: its 2048-column segments) runs
-// post_bulk_kernel.cu's kernel, the plans' choice on sm_90+); each output is post8's exact sum
-// rounded once, so all give the same bits:
+// kPostAuto is kPostFlat, and kPostBulk runs post_bulk_kernel.cu's kernel, the plans' choice on
+// sm_90+); each output is post8's exact sum rounded once, so all give the same bits:
 //   kPostFlat       one thread per (token, 8-column vector) of all 4 streams, grid-stride over
 //                   tokens x vectors (at most 16 blocks of 256 threads per multiprocessor), one
 //                   step at a time (3 resident blocks) or, for large T, two steps at a time
@@ -281,8 +280,8 @@ __global__ void __launch_bounds__(kThreadsB, kPostRowsBlocks) post_pipelined_ker
 void launch_post_kernel(const N4Params& p, const LaunchCtx& ctx, int variant) {
   if (p.T <= 0) return;
   if (variant == kPostAuto) variant = kPostFlat;
-  if (variant == kPostBulk || variant == kPostBulk2048) {
-    launch_post_bulk_kernel(p, ctx, variant == kPostBulk2048);
+  if (variant == kPostBulk) {
+    launch_post_bulk_kernel(p, ctx);
     return;
   }
   const int64_t row_blocks = static_cast<int64_t>(ctx.num_sms > 0 ? ctx.num_sms : 1) * kPostRowsBlocks;

@@ -118,16 +118,11 @@ void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, Gemm gemm, bool 
 /// The staged plan over token slices: post (k.has_post), the GEMM stage and finalize_kernel on the
 /// mixes' params m (k itself, or pre_broadcast's virtual problem over fn_b), the collapse on k.
 // post_form(p) (plan.cu); the diagnostics build's MHC_POST_VARIANT (0 flat, 1 rows, 2 pipelined,
-// 3 bulk where configured, 4 bulk with 2048-column segments where configured and H allows) picks
-// another.
+// 3 bulk where configured) picks another.
 int post_variant(const detail::Problem& p) {
 #ifdef MHC_GEMM_PROBE
   const char* v = std::getenv("MHC_POST_VARIANT");
-  if (v != nullptr) {
-    const int asked = std::atoi(v);
-    const bool bulk = asked == kPostBulk || asked == kPostBulk2048;
-    if ((!bulk || p.workspace->n4_post_bulk) && (asked != kPostBulk2048 || post_bulk_2048_supports(p.H))) return asked;
-  }
+  if (v != nullptr && (std::atoi(v) != kPostBulk || p.workspace->n4_post_bulk)) return std::atoi(v);
 #endif
   return post_form(p);
 }
@@ -496,15 +491,6 @@ bool n4_post_bulk_supports(const detail::Problem& p) {
 void n4_post_bulk_run(const detail::Problem& p) {
   MHC_CHECK(n4_post_bulk_supports(p), "post: cuda_n4_bulk does not support this call");
   post_variant_run(p, kPostBulk, "cuda_n4_bulk");
-}
-
-bool n4_post_bulk_2048_supports(const detail::Problem& p) {
-  return n4_post_bulk_supports(p) && post_bulk_2048_supports(p.H);
-}
-
-void n4_post_bulk_2048_run(const detail::Problem& p) {
-  MHC_CHECK(n4_post_bulk_2048_supports(p), "post: cuda_n4_bulk_2048 does not support this call");
-  post_variant_run(p, kPostBulk2048, "cuda_n4_bulk_2048");
 }
 
 }  // namespace mhc::cuda
