@@ -1398,9 +1398,9 @@ class GpuFamily : public testing::TestWithParam<int> {};
 // every CUDA variant of the op that accepts a call must give every output (the fp32 mixes too,
 // padding included) bit for bit equal to the first variant of its family that accepts it. T
 // crosses the thresholds: decode limit (128), its token groups per block (G > 1 from T = 33 at
-// H = 7168), the post_pre preference at H > 5120 and T > 96, the staged plans' preference (512, post_pre
-// 1024, above H = 4096 768, shifted post_pre 768: its post mode of collapse_stream_kernel runs at every
-// T of the staged variant), pre's overlap window (1024 .. 2048), the 32-token tile, the slices of the n4 plans
+// H = 7168), its phase-2-only blocks (T > 112 at H = 7168), the staged plans' preference (512,
+// post_pre 1024, above H = 4096 768, shifted post_pre 768: its post mode of collapse_stream_kernel
+// runs at every T of the staged variant), pre's overlap window (1024 .. 2048), the 32-token tile, the slices of the n4 plans
 // (1920, 2048), finalize_kernel's round-batched form (H > 4096, up to 2 x SMs x 10 tokens: 2640 on
 // an H200, so 1921 runs it at H = 7168 and 2641 the element form), the GEMM stage's group runs
 // (4096), and odd sizes. Reports how many comparisons it made; post_pre and pre must make

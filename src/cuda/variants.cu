@@ -43,7 +43,7 @@ std::vector<Variant> cuda_variants() {
       "gemm_kernel (overlapped) beside overlap_tail_kernel (finalize and collapse) (learned) | collapse_stream_kernel";
   // The rows every operator with a mixes stage has, alike but for id and operator.
   auto decode_chunk = [&](const char* id, Op op) {
-    return Variant{id, op, DeviceType::kCUDA, kN4DecodeChunk, n4_decode_chunk_supports, n4_decode_chunk_run, kDecodeChunkPlan, "n4", n4_decode_chunk_prefer};
+    return Variant{id, op, DeviceType::kCUDA, kN4DecodeChunk, n4_decode_chunk_supports, n4_decode_chunk_run, kDecodeChunkPlan, "n4"};
   };
   auto decode = [&](const char* id, Op op) {
     return Variant{id, op, DeviceType::kCUDA, kN4Decode, n4_decode_supports, n4_decode_run, kDecodePlan, "n4", n4_decode_prefer};

@@ -22,10 +22,10 @@ void n4_run(const detail::Problem& p);
 bool n4_decode_supports(const detail::Problem& p);
 void n4_decode_run(const detail::Problem& p);
 // decode_chunk_kernel (H <= 8192): a block per (chunk, 16 tokens), the same bits.
+/// The dispatcher takes it wherever it runs (no prefer(): post_pre's exception at H > 5120, T > 96,
+/// from session 8, went in session 38, when it measured 18.60 / 19.27 us at H = 7168, T = 112 /
+/// 128 against the fused plan's 24.69 / 25.14 on an H100).
 bool n4_decode_chunk_supports(const detail::Problem& p);
-/// Where the dispatcher takes decode_chunk_kernel: everywhere it runs but post_pre at H > 5120 and
-/// T > 96 (the plan is faster there: session 8 call 3, 25.2 against 26.6 us at H = 7168, T = 128).
-bool n4_decode_chunk_prefer(const detail::Problem& p);
 /// Where it takes decode_kernel: only where decode_chunk_kernel cannot run (H > 8192).
 bool n4_decode_prefer(const detail::Problem& p);
 void n4_decode_chunk_run(const detail::Problem& p);

@@ -127,10 +127,6 @@ void n4_decode_run(const detail::Problem& p) {
 
 bool n4_decode_chunk_supports(const detail::Problem& p) { return n4_decode_supports(p) && decode_chunk_supports(p.H); }
 
-bool n4_decode_chunk_prefer(const detail::Problem& p) {
-  return !(p.op == detail::Op::kPostPre && p.H > 5120 && p.T > 96);
-}
-
 bool n4_decode_prefer(const detail::Problem& p) { return !decode_chunk_supports(p.H); }
 
 void n4_decode_chunk_run(const detail::Problem& p) {
