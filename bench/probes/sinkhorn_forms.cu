@@ -14,6 +14,10 @@
 //            step a diagonal scaling): a row step a_j <- a_j / (a_j (K b)_j + eps), a column step
 //            b_k <- b_k / (b_k (K^T a)_k + eps), c = a_j K_jk b_k at the end: 8 reciprocals and
 //            ~56 instructions an iteration against the shipped form's 4 and ~76
+//   norcp*   timing only: the shipped form with a multiplication for each reciprocal
+//   cols*    timing only: the column step alone, 20 times (4 reciprocals an iteration)
+//   fma      the shipped form with the column sums of c * p by fused multiply-adds from the row
+//            factors and c scaled by p_j q_k once an iteration (other bits)
 //   quad     the shipped form with the column step's 4 reciprocals from one: with q_k = colsum_k +
 //            eps D, 1/q_0 = (q_1 (q_2 q_3)) rcp((q_0 q_1)(q_2 q_3)), and so on (the products of
 //            three formed beside the reciprocal): one multi-function instruction an iteration on
@@ -117,6 +121,57 @@ __device__ __forceinline__ void sinkhorn_quad(float (&c)[16], float eps) {
   }
 }
 
+// Timing-only ablations of the shipped form (their values are not a Sinkhorn): `norcp` replaces
+// each reciprocal by a multiplication (what the multi-function unit adds to the chain), `cols`
+// runs the column step alone 20 times (the chain without the row products).
+__device__ __forceinline__ float mul_not_rcp(float x) { return x * 0.25f; }
+__device__ __forceinline__ void sinkhorn_norcp(float (&c)[16], float eps) {
+  sinkhorn_rows_softmax<4>(c, eps);
+  for (int it = 0; it < kIters; ++it) {
+    float s[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) s[j] = tree_sum<1, 0, 4>(c, j * 4) + eps;
+    const float s01 = s[0] * s[1], s23 = s[2] * s[3];
+    const float p[4] = {s[1] * s23, s[0] * s23, s[3] * s01, s[2] * s01};
+    const float d_eps = (s01 * s23) * eps;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) c[i] *= p[i / 4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float q = mul_not_rcp(tree_sum<4, 0, 4>(c, k) + d_eps);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) c[j * 4 + k] *= q;
+    }
+  }
+}
+__device__ __forceinline__ void sinkhorn_cols(float (&c)[16], float eps) {
+  sinkhorn_rows_softmax<4>(c, eps);
+  for (int it = 0; it < kIters; ++it) normalise_lines<4, 1, 4>(c, eps);
+}
+
+// The shipped product form with each column sum of c * p formed by fused multiply-adds straight
+// from the row factors, ((c0 p0 + c1 p1) + (c2 p2 + c3 p3)) as fmaf(c1, p1, c0 p0) + fmaf(c3, p3,
+// c2 p2), and c scaled once by p_j q_k at the end of the iteration (other bits: a candidate).
+__device__ __forceinline__ void sinkhorn_fma(float (&c)[16], float eps) {
+  sinkhorn_rows_softmax<4>(c, eps);
+  normalise_lines<4, 1, 4>(c, eps);  // iteration 0: the column step alone
+  for (int it = 1; it < kIters; ++it) {
+    float s[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) s[j] = tree_sum<1, 0, 4>(c, j * 4) + eps;
+    const float s01 = s[0] * s[1], s23 = s[2] * s[3];
+    const float p[4] = {s[1] * s23, s[0] * s23, s[3] * s01, s[2] * s01};
+    const float d_eps = (s01 * s23) * eps;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float col = fmaf(c[4 + k], p[1], c[k] * p[0]) + fmaf(c[12 + k], p[3], c[8 + k] * p[2]);
+      const float q = fast_rcp(col + d_eps);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) c[j * 4 + k] *= p[j] * q;
+    }
+  }
+}
+
 // The line-by-line form (session 8's shipped form; epilogue.cuh keeps it for N != 4 and a large eps).
 __device__ __forceinline__ void sinkhorn_lines(float (&c)[16], float eps) {
   sinkhorn_rows_softmax<4>(c, eps);
@@ -183,6 +238,9 @@ __global__ void run(const float* in, float* out, long long* cycles, int form) {
       if (form == 4) sinkhorn_lines(c, kEps);
       if (form == 5) sinkhorn_scale(c, kEps);
       if (form == 6) sinkhorn_quad(c, kEps);
+      if (form == 7) sinkhorn_norcp(c, kEps);
+      if (form == 8) sinkhorn_cols(c, kEps);
+      if (form == 9) sinkhorn_fma(c, kEps);
       dt = clock64() - t0;
 #pragma unroll
       for (int i = 0; i < 16; ++i) out[cs * 16 + i] = c[i];
@@ -231,9 +289,9 @@ int main() {
   cudaMalloc(&out, h_in.size() * 4);
   cudaMalloc(&cycles, kCases * 8);
   cudaMemcpy(in, h_in.data(), h_in.size() * 4, cudaMemcpyHostToDevice);
-  const char* names[] = {"shipped", "unroll", "lanes", "pair", "lines", "scale", "quad"};
+  const char* names[] = {"shipped", "unroll", "lanes", "pair", "lines", "scale", "quad", "norcp*", "cols*", "fma"};
   std::vector<float> shipped(kCases * 16), got(kCases * 16);
-  for (int form = 0; form < 7; ++form) {
+  for (int form = 0; form < 10; ++form) {
     run<<<1, 32>>>(in, out, cycles, form);
     std::vector<long long> cyc(kCases);
     if (cudaMemcpy(got.data(), out, got.size() * 4, cudaMemcpyDeviceToHost) != cudaSuccess ||
