@@ -5,7 +5,7 @@
 # Invocation (about 9 minutes; the record first, so a cut call still returns it):
 #   bash scripts/prepare_device.sh (if .deps is missing); bash scripts/snap.sh .snap HEAD;
 #   carry [".deps", ".snap"]; timeout_s 595;
-#   run: R0=$OUT; cd .snap && export OUT=/tmp/o MHC_S7_TEST_S=200 MHC_S7_SAN_S=60; rm -rf /tmp/o;
+#   run: R0=$OUT; cd .snap && export OUT=/tmp/o MHC_S7_TEST_S=200 MHC_S7_SAN_S=45; rm -rf /tmp/o;
 #        timeout 570 bash scripts/device_session.sh record sinkhorn step test san > $R0/o.log 2>&1;
 #        cp /tmp/o/summary.txt $R0/; tar -czf $R0/results.tgz -C /tmp/o .
 # What it answers:
