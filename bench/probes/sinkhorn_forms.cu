@@ -97,19 +97,31 @@ __device__ __forceinline__ void sinkhorn_scale(float (&c)[16], float eps) {
   for (int i = 0; i < 16; ++i) c[i] = (a[i / 4] * c[i]) * b[i % 4];
 }
 
+// The shipped form's row step of one iteration (epilogue.cuh's product form): the row factors
+// p_j = prod_{i != j} (rowsum_i + eps) and eps D (returned), c scaled by p where `scale`.
+__device__ __forceinline__ float product_rows(float (&c)[16], float eps, float (&p)[4], bool scale) {
+  float s[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) s[j] = tree_sum<1, 0, 4>(c, j * 4) + eps;
+  const float s01 = s[0] * s[1], s23 = s[2] * s[3];
+  p[0] = s[1] * s23;
+  p[1] = s[0] * s23;
+  p[2] = s[3] * s01;
+  p[3] = s[2] * s01;
+  if (scale) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) c[i] *= p[i / 4];
+  }
+  return (s01 * s23) * eps;
+}
+
 // The shipped product form with one reciprocal for the column step's 4.
 __device__ __forceinline__ void sinkhorn_quad(float (&c)[16], float eps) {
   sinkhorn_rows_softmax<4>(c, eps);
   normalise_lines<4, 1, 4>(c, eps);  // iteration 0: the column step alone
   for (int it = 1; it < kIters; ++it) {
-    float s[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) s[j] = tree_sum<1, 0, 4>(c, j * 4) + eps;
-    const float s01 = s[0] * s[1], s23 = s[2] * s[3];
-    const float p[4] = {s[1] * s23, s[0] * s23, s[3] * s01, s[2] * s01};
-    const float d_eps = (s01 * s23) * eps;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) c[i] *= p[i / 4];
+    float p[4];
+    const float d_eps = product_rows(c, eps, p, true);
     float q[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) q[k] = tree_sum<4, 0, 4>(c, k) + d_eps;
@@ -128,14 +140,8 @@ __device__ __forceinline__ float mul_not_rcp(float x) { return x * 0.25f; }
 __device__ __forceinline__ void sinkhorn_norcp(float (&c)[16], float eps) {
   sinkhorn_rows_softmax<4>(c, eps);
   for (int it = 0; it < kIters; ++it) {
-    float s[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) s[j] = tree_sum<1, 0, 4>(c, j * 4) + eps;
-    const float s01 = s[0] * s[1], s23 = s[2] * s[3];
-    const float p[4] = {s[1] * s23, s[0] * s23, s[3] * s01, s[2] * s01};
-    const float d_eps = (s01 * s23) * eps;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) c[i] *= p[i / 4];
+    float p[4];
+    const float d_eps = product_rows(c, eps, p, true);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const float q = mul_not_rcp(tree_sum<4, 0, 4>(c, k) + d_eps);
@@ -156,12 +162,8 @@ __device__ __forceinline__ void sinkhorn_fma(float (&c)[16], float eps) {
   sinkhorn_rows_softmax<4>(c, eps);
   normalise_lines<4, 1, 4>(c, eps);  // iteration 0: the column step alone
   for (int it = 1; it < kIters; ++it) {
-    float s[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) s[j] = tree_sum<1, 0, 4>(c, j * 4) + eps;
-    const float s01 = s[0] * s[1], s23 = s[2] * s[3];
-    const float p[4] = {s[1] * s23, s[0] * s23, s[3] * s01, s[2] * s01};
-    const float d_eps = (s01 * s23) * eps;
+    float p[4];
+    const float d_eps = product_rows(c, eps, p, false);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const float col = fmaf(c[4 + k], p[1], c[k] * p[0]) + fmaf(c[12 + k], p[3], c[8 + k] * p[2]);
