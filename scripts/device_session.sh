@@ -23,7 +23,8 @@ BD=${MHC_S7_BD:-../build-s7}  # another tree of the same call builds elsewhere
 B=$BD/tools/mhc
 pack() { tar -C "$R" -czf "$OUT/results.tgz" . 2>/dev/null; cp "$R/summary.txt" "$OUT/summary.txt" 2>/dev/null; }
 S() { pack; echo "== $* ($(date +%s))" | tee -a "$R/summary.txt"; }
-rows() { grep "^\[" | sed 's/(p10[^)]*)//; s/, chain.*//'; }
+# rows: the bench's row lines, and its errors (a bad argument would otherwise vanish from the summary).
+rows() { grep -E "^\[|error" | sed 's/(p10[^)]*)//; s/, chain.*//'; }
 # run_t TAG TIMEOUT FILTER: test_gpu on FILTER, one "[tests TAG ...]" line and the failures (for the
 # prefill step's command lists, which run as their own shell: exported with BD and OUT).
 run_t() {
@@ -57,7 +58,7 @@ ab_rows() {
     for tree in $trees; do
       x="$BD/tools/mhc"
       [ "$tree" != this ] && x="../build-$tree/tools/mhc"
-      timeout "$limit" "$x" bench "$@" 2>&1 | grep "^\[" | sed "s/^/[$tree $round] /"
+      timeout "$limit" "$x" bench "$@" 2>&1 | grep -E "^\[|error" | sed "s/^/[$tree $round] /"
     done
   done
 }
