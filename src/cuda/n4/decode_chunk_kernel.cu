@@ -68,8 +68,8 @@ struct ChunkDecodeParams {
   uint32_t* counters;  // the workspace's [3] counters, 0 between launches
   int32_t blocks;      // chunks x runs: block b runs chunk b % chunks, groups [G (b / chunks), + G)
   int32_t run;         // G: token groups per block
-  int32_t phase2;      // P = min(T, SMs - 1) phase-2 blocks (at most `blocks` + `extra`)
-  int32_t extra;       // phase-2-only blocks (blockIdx.x >= blocks): P - blocks where T > blocks, else 0
+  int32_t phase2;      // P = min(T, SMs - 1) phase-2 blocks; blocks blockIdx.x >= `blocks` (P - blocks
+                       // where P > blocks) are phase-2-only
   int32_t probe;       // diagnostics builds only (MHC_DECODE_PROBE, see probe_level): where to stop
 };
 
@@ -128,15 +128,15 @@ __global__ void __launch_bounds__(kThreads, 1) decode_chunk_kernel(const ChunkDe
   if (probe == 2) return;
   // Arrival: the block barrier orders every thread's partial and residual_out writes before
   // thread 0's acq_rel add (cumulative release). Phase-2-only blocks take phase-2 numbers 0 ..
-  // extra - 1, the last P - extra phase-1 blocks to arrive the others.
+  // P - blocks - 1 where P > blocks; the last min(P, blocks) phase-1 blocks to arrive the others.
   if (!only2) {
     __syncthreads();
     if (tid == 0) s_arrival = atom_add_acq_rel_gpu(d.counters + kArrived, 1u);
     __syncthreads();
   }
   const int k2 = only2 ? static_cast<int>(blockIdx.x) - d.blocks
-                       : static_cast<int>(s_arrival) - (d.blocks - (d.phase2 - d.extra)) + d.extra;
-  if (k2 < 0) return;  // block-uniform: not one of the last P - extra to arrive
+                       : static_cast<int>(s_arrival) - (d.blocks - d.phase2);
+  if (k2 < 0) return;  // block-uniform: not one of the last min(P, blocks) to arrive
 
   // Phase 2. The RMSNorm weight (a weight) first, then wait for the other arrivals.
   const bool fold = p.has_collapse && p.rmsnorm_weight != nullptr;
@@ -228,14 +228,13 @@ void launch_decode_chunk_kernel(const N4Params& p, float* scratch, uint32_t* cou
   const int64_t spin_limit = ctx.num_sms > 1 ? ctx.num_sms - 1 : 1;
   const int64_t phase2 = p.T < spin_limit ? p.T : spin_limit;
   d.phase2 = static_cast<int32_t>(phase2);
-  d.extra = static_cast<int32_t>(phase2 > d.blocks ? phase2 - d.blocks : 0);
 #ifdef MHC_DECODE_PROBE
   const char* probe = std::getenv("MHC_DECODE_PROBE");
   d.probe = probe != nullptr ? std::atoi(probe) : 0;
 #endif
   // The staged phase 1 only where a block has several groups (see chunk_run).
   const bool staged = d.run > 1;
-  launch_kernel(chunk_kernel(p.has_post, staged), dim3(static_cast<unsigned>(d.blocks + d.extra)), kThreads, static_cast<size_t>(run_smem_bytes(d.run)), ctx, d);
+  launch_kernel(chunk_kernel(p.has_post, staged), dim3(static_cast<unsigned>(phase2 > d.blocks ? phase2 : d.blocks)), kThreads, static_cast<size_t>(run_smem_bytes(d.run)), ctx, d);
 }
 
 bool configure_decode_chunk_kernel(int device) {
