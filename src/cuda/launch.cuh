@@ -20,11 +20,12 @@ struct LaunchCtx {
 };
 
 /// Launches kernel<<<grid, threads, smem, ctx.stream>>>(params) with the PDL attribute when
-/// ctx.pdl (and the cooperative attribute when `cooperative`: every block co-resident).
+/// ctx.pdl (and the cooperative attribute when `cooperative`: every block co-resident; clusters
+/// of `cluster` blocks along x when cluster > 0).
 template <typename Params>
 void launch_kernel(void (*kernel)(Params), dim3 grid, int threads, size_t smem, const LaunchCtx& ctx,
-                   const Params& params, bool cooperative = false) {
-  cudaLaunchAttribute attrs[2]{};
+                   const Params& params, bool cooperative = false, unsigned cluster = 0) {
+  cudaLaunchAttribute attrs[3]{};
   unsigned count = 0;
   if (ctx.pdl) {
     attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -34,6 +35,13 @@ void launch_kernel(void (*kernel)(Params), dim3 grid, int threads, size_t smem, 
   if (cooperative) {
     attrs[count].id = cudaLaunchAttributeCooperative;
     attrs[count].val.cooperative = 1;
+    ++count;
+  }
+  if (cluster > 0) {
+    attrs[count].id = cudaLaunchAttributeClusterDimension;
+    attrs[count].val.clusterDim.x = cluster;
+    attrs[count].val.clusterDim.y = 1;
+    attrs[count].val.clusterDim.z = 1;
     ++count;
   }
   cudaLaunchConfig_t cfg{};

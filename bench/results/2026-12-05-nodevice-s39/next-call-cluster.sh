@@ -1,0 +1,40 @@
+# Prepared in session 39 (no device): the first run of cluster_pre_kernel (the `pre.cuda_n4_cluster`
+# rows: pre, computed pre, H = 4096, 16-block clusters). A `prefill` step command list.
+# Invocation (about 6 minutes): bash scripts/prepare_device.sh (if .deps is missing);
+#   bash scripts/snap.sh .snap HEAD; cp <this file> .snap/call.sh; carry [".deps", ".snap"];
+#   run: R0=$OUT; cd .snap && export OUT=/tmp/o MHC_S7_PREFILL='bash call.sh'; rm -rf /tmp/o;
+#        timeout 560 bash scripts/device_session.sh prefill > $R0/o.log 2>&1;
+#        cp /tmp/o/summary.txt $R0/; tar -czf $R0/results.tgz -C /tmp/o .      (timeout_s 595)
+# Predicted (written before any run): every test passes, the sanitizers are clean. The kernel runs
+# its tiles one after another (nine cluster barriers and a Sinkhorn on each tile's path: ~7 us a
+# tile), so on an H100 with 7 resident clusters pre normal_fold at H = 4096, T = 16384 takes
+# ~0.9-1.1 ms against staged's ~455 us; T = 16 ~8-10 us. The rows say what a tile's chain costs
+# (T = 16: one tile, one cluster; T = 112: one tile a cluster); the pipelined form comes next.
+set -u
+# 1. Does it run at all (a hang of a cluster barrier shows here, under a timeout)?
+timeout 20 "$BD/tools/mhc" bench --ops pre --modes normal_fold --H 4096 --T 16 --variant pre.cuda_n4_cluster \
+  --budget-s 3 2>&1 | rows | sed 's/^/[smoke] /'
+echo "[smoke rc=${PIPESTATUS[0]}]"
+"$BD/tools/mhc" variants 2>&1 | grep -i cluster | head -3 | sed 's/^/[variants] /'
+# 2. Bits: the family (every pre mode: only the computed ones accept it) against the staged plan,
+#    the grid against the reference (pre_computed and pre_computed_norm at H = 4096), then the
+#    suites that loop over the variants: graph capture (H = 4096, T = 33), determinism (T = 4096),
+#    NaN/Inf.
+export MHC_TEST_VARIANTS=cuda_n4_cluster,cuda_n4_staged,cuda_n4_decode_chunk
+run_t family 150 'Modes/GpuFamily.*/pre_computed*'
+run_t grid 150 "$(grid_filter 4096 pre_computed pre_computed_norm)"
+run_t loops 150 'Modes/GpuGraph.*/pre_computed*:Modes/GpuDeterminism.*/pre_computed*:Modes/GpuNanInf.*/pre_computed*'
+grep -E "variant comparisons" "$OUT/r/t-family.log" | sed 's/^/[family] /'
+# 3. Rows: cluster against staged, two rounds (T = 16, 112: one tile a cluster).
+for round in 1 2; do
+  for v in cuda_n4_cluster cuda_n4_staged; do
+    timeout 40 "$BD/tools/mhc" bench --ops pre --modes normal_fold --H 4096 --T 16,112,1024,4096,16384 \
+      --variant pre.$v --budget-s 12 2>&1 | rows | sed "s/^/[$v $round] /"
+  done
+done
+# 4. The sanitizers over the cluster rows alone (the family cases of pre_computed_norm at small T).
+export MHC_TEST_VARIANTS=cuda_n4_cluster
+F="$(grid_filter 4096 pre_computed_norm)"
+san_t memcheck 100 "$F"
+san_t synccheck 100 "$F"
+MHC_S7_SAN_ARGS="--racecheck-report all" san_t racecheck 140 "$F"

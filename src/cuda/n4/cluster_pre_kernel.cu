@@ -1,0 +1,284 @@
+// src/cuda/n4/cluster_pre_kernel.cu - pre (computed pre, normal mode) for n = 4 at H = 4096 in
+// one pass over the streams: each 16-token tile is read from DRAM once, and its mixes, epilogue,
+// collapse and RMSNorm fold are formed on chip by a 16-block thread-block cluster, the blocks
+// exchanging partials through distributed shared memory (spec performance notes: "everything on
+// chip"; 10 H bytes a token against the staged plan's 18 H).
+//
+// What it computes: the same outputs, bit for bit, as every other n4 variant of pre: the mixes
+// in the canonical order of config.cuh (phase1_run's chunk partials, chunk_group_sum,
+// groups_total), mixes_epilogue's post, comb and pre, and collapse_row's collapse and fold.
+// Grid mapping: persistent 16-block clusters (as many as are resident, at most the tiles);
+// cluster k takes tiles k, k + clusters, ..; block r of a cluster owns columns [256 r, 256 r +
+// 256) of every stream (chunks 2 r and 2 r + 1) and token r of each tile. Per tile:
+//   1. phase1_run (decode_phase1.cuh) over the rows (token, chunk) of the block's 2 chunks: the
+//      streams' slice staged in shared memory (kept for the collapse), each chunk's 24 dots and
+//      sum of squares, stored into the owner block's inbox (distributed shared memory);
+//   2. the owner of token r sums its 32 chunks' partials in the canonical order; warp 0 forms the
+//      pre (and the pre and post outputs) and stores the pre into every block, warp 1 runs the
+//      comb's Sinkhorn and stores the comb output;
+//   3. every block collapses its slice of the tile's tokens from shared memory; without the fold
+//      it stores layer_input; with it, collapse_row's sum of squares is rebuilt across blocks:
+//      collapse_row's thread i (of 256) chains vectors i and i + 256, i.e. block r < 8's vector
+//      v and block r + 8's vector v (i = 32 r + v); block r sends its chain heads to block r + 8,
+//      which continues them, forms warp r's butterfly (warp_sum) and sends it to the token's
+//      owner; the owner adds the 8 warp sums in warp order (block_sum), forms the factor and
+//      stores it into every block, which then writes its folded slice.
+// Each step's inbox is written before a cluster barrier and read after it, and rewritten only
+// after the next barrier, so one set of inboxes serves every tile.
+// Accumulation: phase1_run's mma chains and sums of squares (decode_chunk_kernel's), fp32 sums
+// in the canonical order, exact sums for the collapse (collapse_vec), the fold's fmaf chains and
+// warp_sum in collapse_row's order.
+// Envelope: compute capability 9.0 (16-block clusters, a non-portable size), n = 4, H = 4096,
+// pre with the computed pre (normal mode), 16-byte aligned rows; ~208 KB of shared memory a
+// block (both chunks' B fragments, 144 KB, and the tile's slice).
+// Status: built without a GPU (session 39); explicit rows only (`pre.cuda_n4_cluster`), never the
+// dispatcher's first choice until measured. Its tiles run one after another (a tile's exchanges
+// and its Sinkhorn are on the cluster's path), so it is the bits and the exchange protocol of the
+// on-chip design, not yet its speed: bench/results/2026-12-05-nodevice-s39/README.md counts what
+// a pipelined form needs.
+#include <cooperative_groups.h>
+
+#include "src/cuda/launch.cuh"
+#include "src/cuda/n4/canonical.cuh"
+#include "src/cuda/n4/collapse_row.cuh"
+#include "src/cuda/n4/decode_phase1.cuh"
+#include "src/cuda/n4/kernels.hpp"
+#include "src/cuda/reduce.cuh"
+
+namespace mhc::cuda::n4 {
+
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kCluster = 16;                       // blocks a cluster (non-portable size)
+constexpr int kClusterH = 4096;                    // the one H: 2 chunks a block
+constexpr int kBlockChunks = 2;
+constexpr int kClusterChunks = kCluster * kBlockChunks;  // 32 = H / 128
+constexpr int kSliceVecs = kBlockChunks * kChunkCols / 8;  // 32 vectors of 8 columns a block
+constexpr int kFoldWarps = kThreadsB / 32;         // collapse_row's 8 warps
+constexpr int kThreads = kDecodeBlock;             // 384: phase1_run's warps (stream, row block)
+static_assert(kClusterChunks * kChunkCols == kClusterH, "a cluster spans the row");
+static_assert(kSliceVecs == 32 && kCluster == 2 * kFoldWarps, "block r < 8 and r + 8 share collapse_row's warp r");
+// Dynamic shared memory: phase1_run's run of 2 groups, then the 2 chunks' B fragments.
+constexpr int kBOffset = run_smem_bytes(kBlockChunks);
+constexpr int kClusterSmem = kBOffset + kBlockChunks * kFragBytes;
+static_assert(kBOffset % 16 == 0, "B fragments 16-byte aligned");
+
+struct ClusterPreParams {
+  N4Params p;
+  int32_t tiles;  // ceil(T / 16)
+};
+
+// phase1_run's rows: row k < 16 is token first + k of chunk 2 r, row 16 + k the same token of
+// chunk 2 r + 1; rows of tokens past the tile's ntok are invalid (zero rows).
+struct ClusterRows {
+  int64_t first;
+  int ntok, chunk0;
+  __device__ int count() const { return kBlockChunks * ntok; }
+  __device__ int row(int k) const { return k < ntok ? k : kGroup + (k - ntok); }
+  __device__ bool valid(int r) const { return r % kGroup < ntok; }
+  __device__ int64_t token(int r) const { return first + r % kGroup; }
+  __device__ int64_t col0(int r) const { return static_cast<int64_t>(chunk0 + r / kGroup) * kChunkCols; }
+};
+
+template <bool kFold>
+__global__ void __launch_bounds__(kThreads, 1) cluster_pre_kernel(const ClusterPreParams d) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float s_parts[kClusterChunks][kPartial];  // owner's inbox: its token's chunk partials
+  __shared__ float s_part[kPartialSplit][kPartial];
+  __shared__ float s_dot[kPartial];
+  __shared__ float s_own[kN];                          // owner: its token's pre (or fold factor)
+  __shared__ float s_pre[kGroup][kN];                  // inbox: the tile's pre, every token
+  __shared__ float s_heads[kGroup][kSliceVecs];        // inbox (blocks >= 8): the fold's chain heads
+  __shared__ float s_warps[kFoldWarps];                // owner's inbox: the fold's 8 warp sums
+  __shared__ float s_inv[kGroup];                      // inbox: the tile's fold factors
+  __shared__ uint4 s_u[kFold ? kGroup : 1][kSliceVecs];  // the collapsed slice, for the fold
+  const N4Params& p = d.p;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+  pdl_launch_dependents();
+  // The B fragments of chunks 2 r and 2 r + 1 (weights: before pdl_wait), in fn_frag's layout.
+  uint2* s_b = reinterpret_cast<uint2*>(smem + kBOffset);
+  {
+    const uint4* src = reinterpret_cast<const uint4*>(p.fn_frag + static_cast<int64_t>(kBlockChunks * rank) * kFragWords);
+    uint4* dst = reinterpret_cast<uint4*>(s_b);
+    for (int i = tid; i < kBlockChunks * kFragWords / 2; i += kThreads) dst[i] = __ldg(src + i);
+  }
+  pdl_wait();  // the streams and the outputs belong to this launch from here on
+  __syncthreads();
+  const bf16_t* s_in = reinterpret_cast<const bf16_t*>(smem);  // phase1_run's rows: the streams' slice
+  const int clusters = static_cast<int>(gridDim.x) / kCluster;
+  for (int tile = static_cast<int>(blockIdx.x) / kCluster; tile < d.tiles; tile += clusters) {
+    const int64_t first = static_cast<int64_t>(tile) * kGroup;
+    const int ntok = p.T - first < kGroup ? static_cast<int>(p.T - first) : kGroup;
+    const bool owner = rank < ntok;  // block-uniform
+    __syncthreads();                 // the tile before has read s_in
+    // 1. The chunk partials of the block's 2 chunks into each token's owner.
+    phase1_run<false, true>(
+        p, ClusterRows{first, ntok, kBlockChunks * rank}, kBlockChunks,
+        [&](int grp, uint2(&bg)[3][kMmaSteps]) {
+          const int j = w / 3, blk = w % 3;
+          const uint2* base = s_b + grp * kFragWords + j * kMmaSteps * kNTiles * 32 + lane;
+#pragma unroll
+          for (int part = 0; part < 3; ++part) {
+#pragma unroll
+            for (int ks = 0; ks < kMmaSteps; ++ks) bg[part][ks] = base[(ks * kNTiles + part * 3 + blk) * 32];
+          }
+        },
+        smem,
+        [&](int tl, int r, float v) {
+          float* inbox = cluster.map_shared_rank(&s_parts[0][0], tl % kGroup);
+          inbox[(kBlockChunks * rank + tl / kGroup) * kPartial + r] = v;
+        });
+    cluster.sync();
+    // 2. The owner's sums, epilogue and pre.
+    if (owner) {
+      const int64_t t = first + rank;
+      if (tid < kPartialSplit * kPartial) {
+        const int part = tid / kPartial, row = tid % kPartial;
+        s_part[part][row] = chunk_group_sum(part, kClusterChunks, [&](int cc) { return s_parts[cc][row]; });
+      }
+      __syncthreads();
+      if (tid < kPartial) s_dot[tid] = groups_total(s_part, tid);
+      __syncthreads();
+      if (w == 0) {
+        if (lane == 0) {
+          float pre[kN];
+          mixes_epilogue<kN>(p.epi, s_dot, s_dot[kRows], p.inv_k, t, pre, kEpiPrePost);
+#pragma unroll
+          for (int j = 0; j < kN; ++j) s_own[j] = pre[j];
+        }
+        __syncwarp();
+        for (int k = lane; k < kCluster * kN; k += 32) cluster.map_shared_rank(&s_pre[0][0], k / kN)[rank * kN + k % kN] = s_own[k % kN];
+      } else if (w == 1 && lane == 0) {
+        float unused[kN];
+        mixes_epilogue<kN>(p.epi, s_dot, s_dot[kRows], p.inv_k, t, unused, kEpiComb);
+      }
+    }
+    cluster.sync();
+    // 3. The collapse of the block's slice: item (token tt, vector v), a warp's lanes the
+    // vectors of one token (the fold's warp_sum below reads them as collapse_row's lanes).
+    for (int it = tid; it < kGroup * kSliceVecs; it += kThreads) {
+      const int tt = it / kSliceVecs, v = it % kSliceVecs;
+      if (tt >= ntok) continue;
+      const bf16_t* row = s_in + ((v / 16) * kGroup + tt) * kAStride + (v % 16) * 8;
+      uint4 x[kN];
+#pragma unroll
+      for (int s = 0; s < kN; ++s) x[s] = *reinterpret_cast<const uint4*>(row + s * kChunkCols);
+      float pre[kN];
+      const float pre_scale = collapse_pre(CollapseKind::kWeighted, s_pre[tt], pre);
+      const uint4 u = collapse_vec(CollapseKind::kWeighted, pre, pre_scale, x);
+      if constexpr (!kFold) {
+        st16(p.layer_input + (first + tt) * p.layer_input_stride + rank * (kSliceVecs * 8) + v * 8, u);
+      } else {
+        s_u[tt][v] = u;
+        if (rank < kFoldWarps) {
+          float sq = 0.0f;
+          add_squares(u, sq);
+          cluster.map_shared_rank(&s_heads[0][0], rank + kFoldWarps)[tt * kSliceVecs + v] = sq;
+        }
+      }
+    }
+    if constexpr (kFold) {
+      cluster.sync();
+      // Blocks 8..15: the chains' second vectors, then collapse_row's warp (rank - 8) butterfly.
+      if (rank >= kFoldWarps) {
+        for (int tt = w; tt < ntok; tt += kThreads / 32) {
+          float sq = s_heads[tt][lane];
+          add_squares(s_u[tt][lane], sq);
+          sq = warp_sum(sq);
+          if (lane == 0) cluster.map_shared_rank(s_warps, tt)[rank - kFoldWarps] = sq;
+        }
+      }
+      cluster.sync();
+      // The owner: block_sum's order over the warps, the factor, into every block.
+      if (owner) {
+        if (tid == 0) {
+          float s = 0.0f;
+#pragma unroll
+          for (int k = 0; k < kFoldWarps; ++k) s += s_warps[k];
+          s_own[0] = 1.0f / sqrtf(s / static_cast<float>(p.H) + p.rmsnorm_eps);
+        }
+        __syncthreads();
+        if (tid < kCluster) cluster.map_shared_rank(s_inv, tid)[rank] = s_own[0];
+      }
+      cluster.sync();
+      for (int it = tid; it < kGroup * kSliceVecs; it += kThreads) {
+        const int tt = it / kSliceVecs, v = it % kSliceVecs;
+        if (tt >= ntok) continue;
+        const int64_t col = static_cast<int64_t>(rank) * (kSliceVecs * 8) + v * 8;
+        st16(p.layer_input + (first + tt) * p.layer_input_stride + col,
+             fold_vec(s_u[tt][v], ld16(p.rmsnorm_weight + col), s_inv[tt]));
+      }
+    }
+  }
+  cluster.sync();  // no block leaves while another may still store into its shared memory
+#else
+  __trap();  // configure_cluster_pre_kernel never lets this build's code run
+#endif
+}
+
+}  // namespace
+
+bool cluster_pre_supports(int64_t H) { return H == kClusterH; }
+
+int configure_cluster_pre_kernel(int device) {
+  int major = 0, minor = 0;
+  MHC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  MHC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major != 9 || minor != 0) return 0;
+  if (!allow_dynamic_smem(cluster_pre_kernel<false>, device, kClusterSmem) ||
+      !allow_dynamic_smem(cluster_pre_kernel<true>, device, kClusterSmem))
+    return 0;
+  MHC_CUDA_CHECK(cudaFuncSetAttribute(cluster_pre_kernel<false>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  MHC_CUDA_CHECK(cudaFuncSetAttribute(cluster_pre_kernel<true>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  // Resident clusters: the fewer of the two instantiations' (they differ in static memory).
+  int fewest = 0;
+  for (auto kernel : {cluster_pre_kernel<false>, cluster_pre_kernel<true>}) {
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = kCluster;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(kCluster * 8);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = kClusterSmem;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    fewest = fewest == 0 || clusters < fewest ? clusters : fewest;
+  }
+  return fewest;
+}
+
+void launch_cluster_pre_kernel(const N4Params& p, int clusters, const LaunchCtx& ctx) {
+  if (p.T <= 0) return;
+  MHC_CHECK(p.H == kClusterH && clusters > 0, "cluster_pre_kernel: H = ", p.H, " (needs ", kClusterH,
+            ") or no resident cluster");
+  MHC_CHECK(p.T <= int64_t{kGroup} * ((int64_t{1} << 31) - 1), "cluster_pre_kernel: too many tokens in one call");
+  ClusterPreParams d{};
+  d.p = p;
+  d.tiles = static_cast<int32_t>((p.T + kGroup - 1) / kGroup);
+  const int grid_clusters = d.tiles < clusters ? d.tiles : clusters;
+  const bool fold = p.rmsnorm_weight != nullptr;
+  launch_kernel(fold ? cluster_pre_kernel<true> : cluster_pre_kernel<false>, dim3(static_cast<unsigned>(grid_clusters * kCluster)),
+                kThreads, kClusterSmem, ctx, d, false, kCluster);
+}
+
+}  // namespace mhc::cuda::n4
+
+// The kernels this file launches, for warmup (src/cuda/kernel_list.cuh; tests/test_engine.cpp checks
+// that every launched kernel is listed).
+#include "src/cuda/kernel_list.cuh"
+void mhc::cuda::n4::list_cluster_pre_kernels(KernelList& out) {
+  add_kernel(out, cluster_pre_kernel<false>, "n4::cluster_pre_kernel<false>");
+  add_kernel(out, cluster_pre_kernel<true>, "n4::cluster_pre_kernel<true> (RMSNorm fold)");
+}
