@@ -6,10 +6,11 @@
 #        timeout 560 bash scripts/device_session.sh prefill > $R0/o.log 2>&1;
 #        cp /tmp/o/summary.txt $R0/; tar -czf $R0/results.tgz -C /tmp/o .      (timeout_s 595)
 # Predicted (written before any run): every test passes, the sanitizers are clean. The kernel runs
-# its tiles one after another (nine cluster barriers and a Sinkhorn on each tile's path: ~7 us a
-# tile), so on an H100 with 7 resident clusters pre normal_fold at H = 4096, T = 16384 takes
-# ~0.9-1.1 ms against staged's ~455 us; T = 16 ~8-10 us. The rows say what a tile's chain costs
-# (T = 16: one tile, one cluster; T = 112: one tile a cluster); the pipelined form comes next.
+# its tiles one after another (five cluster barriers a tile with the fold; the next tile
+# prefetched into L2; the comb Sinkhorns queued, 32 at a time): ~4.5 us a tile, so on an H100
+# with 7 resident clusters pre normal_fold at H = 4096, T = 16384 takes ~600-750 us against
+# staged's ~455 us; T = 16 (one tile, one cluster, the Sinkhorn at the end) ~7-9 us. The rows
+# say what a tile costs (T = 112: one tile a cluster); the pipelined form comes next.
 set -u
 # 1. Does it run at all (a hang of a cluster barrier shows here, under a timeout)?
 timeout 20 "$BD/tools/mhc" bench --ops pre --modes normal_fold --H 4096 --T 16 --variant pre.cuda_n4_cluster \

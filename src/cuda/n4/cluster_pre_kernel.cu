@@ -14,8 +14,9 @@
 //      streams' slice staged in shared memory (kept for the collapse), each chunk's 24 dots and
 //      sum of squares, stored into the owner block's inbox (distributed shared memory);
 //   2. the owner of token r sums its 32 chunks' partials in the canonical order; warp 0 forms the
-//      pre (and the pre and post outputs) and stores the pre into every block, warp 1 runs the
-//      comb's Sinkhorn and stores the comb output;
+//      pre (and the pre and post outputs) and stores the pre into every block; the sums wait in a
+//      queue, and once kCombQueue tokens are queued (and at the end) warp 1 runs their comb's
+//      Sinkhorn a lane each, so that chain is on the path once per kCombQueue tiles;
 //   3. every block collapses its slice of the tile's tokens from shared memory; without the fold
 //      it stores layer_input; with it, collapse_row's sum of squares is rebuilt across blocks:
 //      collapse_row's thread i (of 256) chains vectors i and i + 256, i.e. block r < 8's vector
@@ -24,18 +25,20 @@
 //      owner; the owner adds the 8 warp sums in warp order (block_sum), forms the factor and
 //      stores it into every block, which then writes its folded slice.
 // Each step's inbox is written before a cluster barrier and read after it, and rewritten only
-// after the next barrier, so one set of inboxes serves every tile.
+// after the next barrier, so one set of inboxes serves every tile. Each tile first prefetches
+// the block's slice of the cluster's next tile into L2 (bulk prefetches), so a tile's staging
+// waits on L2 rather than DRAM.
 // Accumulation: phase1_run's mma chains and sums of squares (decode_chunk_kernel's), fp32 sums
 // in the canonical order, exact sums for the collapse (collapse_vec), the fold's fmaf chains and
 // warp_sum in collapse_row's order.
 // Envelope: compute capability 9.0 (16-block clusters, a non-portable size), n = 4, H = 4096,
-// pre with the computed pre (normal mode), 16-byte aligned rows; ~208 KB of shared memory a
+// pre with the computed pre (normal mode), 16-byte aligned rows; ~207 KB of shared memory a
 // block (both chunks' B fragments, 144 KB, and the tile's slice).
 // Status: built without a GPU (session 39); explicit rows only (`pre.cuda_n4_cluster`), never the
-// dispatcher's first choice until measured. Its tiles run one after another (a tile's exchanges
-// and its Sinkhorn are on the cluster's path), so it is the bits and the exchange protocol of the
-// on-chip design, not yet its speed: bench/results/2026-12-05-nodevice-s39/README.md counts what
-// a pipelined form needs.
+// dispatcher's first choice until measured. Its tiles run one after another (each tile's
+// exchanges are on the cluster's path: two cluster barriers, five with the fold), so it shows the
+// bits and the exchange protocol of the on-chip design, not yet its speed:
+// bench/results/2026-12-05-nodevice-s39/README.md counts what a pipelined form needs.
 #include <cooperative_groups.h>
 
 #include "src/cuda/launch.cuh"
@@ -58,6 +61,7 @@ constexpr int kClusterChunks = kCluster * kBlockChunks;  // 32 = H / 128
 constexpr int kSliceVecs = kBlockChunks * kChunkCols / 8;  // 32 vectors of 8 columns a block
 constexpr int kFoldWarps = kThreadsB / 32;         // collapse_row's 8 warps
 constexpr int kThreads = kDecodeBlock;             // 384: phase1_run's warps (stream, row block)
+constexpr int kCombQueue = 32;                     // owned tokens whose comb waits for one warp's pass
 static_assert(kClusterChunks * kChunkCols == kClusterH, "a cluster spans the row");
 static_assert(kSliceVecs == 32 && kCluster == 2 * kFoldWarps, "block r < 8 and r + 8 share collapse_row's warp r");
 // Dynamic shared memory: phase1_run's run of 2 groups, then the 2 chunks' B fragments.
@@ -95,6 +99,8 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_pre_kernel(const ClusterP
   __shared__ float s_warps[kFoldWarps];                // owner's inbox: the fold's 8 warp sums
   __shared__ float s_inv[kGroup];                      // inbox: the tile's fold factors
   __shared__ uint4 s_u[kFold ? kGroup : 1][kSliceVecs];  // the collapsed slice, for the fold
+  __shared__ float s_q[kCombQueue][kPartial];          // owned tokens' sums, waiting for the comb
+  __shared__ int64_t s_qt[kCombQueue];                 // ... and their token indices
   const N4Params& p = d.p;
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
@@ -108,14 +114,33 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_pre_kernel(const ClusterP
     for (int i = tid; i < kBlockChunks * kFragWords / 2; i += kThreads) dst[i] = __ldg(src + i);
   }
   pdl_wait();  // the streams and the outputs belong to this launch from here on
-  __syncthreads();
+  cluster.sync();  // every block of the cluster has started (and loaded s_b) before any store into it
   const bf16_t* s_in = reinterpret_cast<const bf16_t*>(smem);  // phase1_run's rows: the streams' slice
   const int clusters = static_cast<int>(gridDim.x) / kCluster;
+  int queued = 0;  // entries of s_q (block-uniform)
+  // The comb outputs of the queued tokens, a lane each (warp 1): mixes_epilogue's Sinkhorn, once
+  // per kCombQueue tiles instead of on every tile's path.
+  auto flush_combs = [&] {
+    if (w == 1 && lane < queued) {
+      float unused[kN];
+      mixes_epilogue<kN>(p.epi, s_q[lane], s_q[lane][kRows], p.inv_k, s_qt[lane], unused, kEpiComb);
+    }
+    queued = 0;
+  };
   for (int tile = static_cast<int>(blockIdx.x) / kCluster; tile < d.tiles; tile += clusters) {
     const int64_t first = static_cast<int64_t>(tile) * kGroup;
     const int ntok = p.T - first < kGroup ? static_cast<int>(p.T - first) : kGroup;
     const bool owner = rank < ntok;  // block-uniform
     __syncthreads();                 // the tile before has read s_in
+    // The cluster's next tile into L2 (this block's slice: 512 bytes of each token and stream),
+    // so that its staging in phase1_run waits on L2, not on DRAM.
+    if (tile + clusters < d.tiles && tid < kGroup * kN) {
+      const int64_t tok = static_cast<int64_t>(tile + clusters) * kGroup + tid / kN;
+      if (tok < p.T) {
+        bulk_prefetch_l2(p.residual + tok * p.residual_stride + (tid % kN) * p.res_stream_stride + rank * (kSliceVecs * 8),
+                         kSliceVecs * 16);
+      }
+    }
     // 1. The chunk partials of the block's 2 chunks into each token's owner.
     phase1_run<false, true>(
         p, ClusterRows{first, ntok, kBlockChunks * rank}, kBlockChunks,
@@ -144,6 +169,8 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_pre_kernel(const ClusterP
       __syncthreads();
       if (tid < kPartial) s_dot[tid] = groups_total(s_part, tid);
       __syncthreads();
+      if (tid < kPartial) s_q[queued][tid] = s_dot[tid];
+      if (tid == kPartial) s_qt[queued] = t;
       if (w == 0) {
         if (lane == 0) {
           float pre[kN];
@@ -153,10 +180,9 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_pre_kernel(const ClusterP
         }
         __syncwarp();
         for (int k = lane; k < kCluster * kN; k += 32) cluster.map_shared_rank(&s_pre[0][0], k / kN)[rank * kN + k % kN] = s_own[k % kN];
-      } else if (w == 1 && lane == 0) {
-        float unused[kN];
-        mixes_epilogue<kN>(p.epi, s_dot, s_dot[kRows], p.inv_k, t, unused, kEpiComb);
       }
+      __syncthreads();  // the queue's new entry
+      if (++queued == kCombQueue) flush_combs();
     }
     cluster.sync();
     // 3. The collapse of the block's slice: item (token tt, vector v), a warp's lanes the
@@ -215,6 +241,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_pre_kernel(const ClusterP
       }
     }
   }
+  flush_combs();
   cluster.sync();  // no block leaves while another may still store into its shared memory
 #else
   __trap();  // configure_cluster_pre_kernel never lets this build's code run
