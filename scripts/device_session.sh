@@ -69,7 +69,7 @@ grid_filter() {
   for m in "$@"; do for H in $hs; do f="$f:Grid/GpuGrid.MatchesReference/${m}_n4_H$H"; done; done
   echo "${f#:}"
 }
-export -f run_t build_tree san_t ab_rows grid_filter
+export -f rows run_t build_tree san_t ab_rows grid_filter
 export BD OUT
 steps=" $* "
 S build
