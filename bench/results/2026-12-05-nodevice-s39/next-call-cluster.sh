@@ -1,6 +1,6 @@
 # Prepared in session 39 (no device): the first run of cluster_pre_kernel (the `pre.cuda_n4_cluster`
 # rows: pre, computed pre, H = 4096, 16-block clusters). A `prefill` step command list.
-# Invocation (about 6 minutes): bash scripts/prepare_device.sh (if .deps is missing);
+# Invocation (about 7 minutes): bash scripts/prepare_device.sh (if .deps is missing);
 #   bash scripts/snap.sh .snap HEAD; cp <this file> .snap/call.sh; carry [".deps", ".snap"];
 #   run: R0=$OUT; cd .snap && export OUT=/tmp/o MHC_S7_PREFILL='bash call.sh'; rm -rf /tmp/o;
 #        timeout 560 bash scripts/device_session.sh prefill > $R0/o.log 2>&1;
@@ -17,6 +17,10 @@ timeout 20 "$BD/tools/mhc" bench --ops pre --modes normal_fold --H 4096 --T 16 -
   --budget-s 3 2>&1 | rows | sed 's/^/[smoke] /'
 echo "[smoke rc=${PIPESTATUS[0]}]"
 "$BD/tools/mhc" variants 2>&1 | grep -i cluster | head -3 | sed 's/^/[variants] /'
+# 1b. The SM-to-SM network's bulk rate (bench/probes/dsmem_stream.cu; the owner-row form's question:
+#     would a gather of 8 H bytes a token through it keep up with DRAM?).
+nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/ds bench/probes/dsmem_stream.cu > "$OUT/r/ds-build.log" 2>&1 &&
+  timeout 60 /tmp/ds 2>&1 | sed 's/^/[dsmem] /'
 # 2. Bits: the family (every pre mode: only the computed ones accept it) against the staged plan,
 #    the grid against the reference (pre_computed and pre_computed_norm at H = 4096), then the
 #    suites that loop over the variants: graph capture (H = 4096, T = 33), determinism (T = 4096),
