@@ -6,9 +6,9 @@
 #        timeout 560 bash scripts/device_session.sh prefill > $R0/o.log 2>&1;
 #        cp /tmp/o/summary.txt $R0/; tar -czf $R0/results.tgz -C /tmp/o .      (timeout_s 595)
 # Predicted (written before any run): every test passes, the sanitizers are clean. The kernel runs
-# its tiles one after another (five cluster barriers a tile with the fold; the next tile
-# prefetched into L2; the comb Sinkhorns queued, 32 at a time): ~4.5 us a tile, so on an H100
-# with 7 resident clusters pre normal_fold at H = 4096, T = 16384 takes ~600-750 us against
+# its tiles one after another (three cluster barriers a tile with the fold; the next tile
+# prefetched into L2; the comb Sinkhorns queued, 32 at a time): ~3.2 us a tile, so on an H100
+# with 7 resident clusters pre normal_fold at H = 4096, T = 16384 takes ~420-600 us against
 # staged's ~455 us; T = 16 (one tile, one cluster, the Sinkhorn at the end) ~7-9 us. The rows
 # say what a tile costs (T = 112: one tile a cluster); the pipelined form comes next.
 set -u

@@ -18,25 +18,22 @@
 //      queue, and once kCombQueue tokens are queued (and at the end) warp 1 runs their comb's
 //      Sinkhorn a lane each, so that chain is on the path once per kCombQueue tiles;
 //   3. every block collapses its slice of the tile's tokens from shared memory; without the fold
-//      it stores layer_input; with it, collapse_row's sum of squares is rebuilt across blocks:
-//      collapse_row's thread i (of 256) chains vectors i and i + 256, i.e. block r < 8's vector
-//      v and block r + 8's vector v (i = 32 r + v); block r sends its chain heads to block r + 8,
-//      which continues them, forms warp r's butterfly (warp_sum) and sends it to the token's
-//      owner; the owner adds the 8 warp sums in warp order (block_sum), forms the factor and
-//      stores it into every block, which then writes its folded slice.
+//      it stores layer_input; with it, it stores the collapsed vectors into the owner's row
+//      inbox, and the owner folds its token's whole row as collapse_loaded does (thread i's fmaf
+//      chain over vectors i and i + 256, block_sum over 8 warps) and stores it.
 // Each step's inbox is written before a cluster barrier and read after it, and rewritten only
 // after the next barrier, so one set of inboxes serves every tile. Each tile first prefetches
 // the block's slice of the cluster's next tile into L2 (bulk prefetches), so a tile's staging
 // waits on L2 rather than DRAM.
 // Accumulation: phase1_run's mma chains and sums of squares (decode_chunk_kernel's), fp32 sums
 // in the canonical order, exact sums for the collapse (collapse_vec), the fold's fmaf chains and
-// warp_sum in collapse_row's order.
+// block_sum in collapse_loaded's order.
 // Envelope: compute capability 9.0 (16-block clusters, a non-portable size), n = 4, H = 4096,
 // pre with the computed pre (normal mode), 16-byte aligned rows; ~207 KB of shared memory a
 // block (both chunks' B fragments, 144 KB, and the tile's slice).
 // Status: built without a GPU (session 39); explicit rows only (`pre.cuda_n4_cluster`), never the
 // dispatcher's first choice until measured. Its tiles run one after another (each tile's
-// exchanges are on the cluster's path: two cluster barriers, five with the fold), so it shows the
+// exchanges are on the cluster's path: two cluster barriers, three with the fold), so it shows the
 // bits and the exchange protocol of the on-chip design, not yet its speed:
 // bench/results/2026-12-05-nodevice-s39/README.md counts what a pipelined form needs.
 #include <cooperative_groups.h>
@@ -59,11 +56,12 @@ constexpr int kClusterH = 4096;                    // the one H: 2 chunks a bloc
 constexpr int kBlockChunks = 2;
 constexpr int kClusterChunks = kCluster * kBlockChunks;  // 32 = H / 128
 constexpr int kSliceVecs = kBlockChunks * kChunkCols / 8;  // 32 vectors of 8 columns a block
-constexpr int kFoldWarps = kThreadsB / 32;         // collapse_row's 8 warps
+constexpr int kRowVecs = kClusterH / 8;            // 512 vectors of 8 columns a token row
+constexpr int kFoldBarrier = 1;                    // the owner's fold: block_sum over warps 0..7
 constexpr int kThreads = kDecodeBlock;             // 384: phase1_run's warps (stream, row block)
 constexpr int kCombQueue = 32;                     // owned tokens whose comb waits for one warp's pass
 static_assert(kClusterChunks * kChunkCols == kClusterH, "a cluster spans the row");
-static_assert(kSliceVecs == 32 && kCluster == 2 * kFoldWarps, "block r < 8 and r + 8 share collapse_row's warp r");
+static_assert(kCluster * kSliceVecs == kRowVecs && kRowVecs % kThreadsB == 0, "the owner's row: 2 vectors a fold thread");
 // Dynamic shared memory: phase1_run's run of 2 groups, then the 2 chunks' B fragments.
 constexpr int kBOffset = run_smem_bytes(kBlockChunks);
 constexpr int kClusterSmem = kBOffset + kBlockChunks * kFragBytes;
@@ -93,12 +91,10 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_pre_kernel(const ClusterP
   __shared__ float s_parts[kClusterChunks][kPartial];  // owner's inbox: its token's chunk partials
   __shared__ float s_part[kPartialSplit][kPartial];
   __shared__ float s_dot[kPartial];
-  __shared__ float s_own[kN];                          // owner: its token's pre (or fold factor)
+  __shared__ float s_own[kN];                          // owner: its token's pre
   __shared__ float s_pre[kGroup][kN];                  // inbox: the tile's pre, every token
-  __shared__ float s_heads[kGroup][kSliceVecs];        // inbox (blocks >= 8): the fold's chain heads
-  __shared__ float s_warps[kFoldWarps];                // owner's inbox: the fold's 8 warp sums
-  __shared__ float s_inv[kGroup];                      // inbox: the tile's fold factors
-  __shared__ uint4 s_u[kFold ? kGroup : 1][kSliceVecs];  // the collapsed slice, for the fold
+  __shared__ uint4 s_urow[kFold ? kRowVecs : 1];      // owner's inbox (fold): its token's collapsed row
+  __shared__ float s_scratch[kThreadsB / 32];          // the fold's block_sum
   __shared__ float s_q[kCombQueue][kPartial];          // owned tokens' sums, waiting for the comb
   __shared__ int64_t s_qt[kCombQueue];                 // ... and their token indices
   const N4Params& p = d.p;
@@ -185,8 +181,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_pre_kernel(const ClusterP
       if (++queued == kCombQueue) flush_combs();
     }
     cluster.sync();
-    // 3. The collapse of the block's slice: item (token tt, vector v), a warp's lanes the
-    // vectors of one token (the fold's warp_sum below reads them as collapse_row's lanes).
+    // 3. The collapse of the block's slice: item (token tt, vector v).
     for (int it = tid; it < kGroup * kSliceVecs; it += kThreads) {
       const int tt = it / kSliceVecs, v = it % kSliceVecs;
       if (tt >= ntok) continue;
@@ -200,44 +195,25 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_pre_kernel(const ClusterP
       if constexpr (!kFold) {
         st16(p.layer_input + (first + tt) * p.layer_input_stride + rank * (kSliceVecs * 8) + v * 8, u);
       } else {
-        s_u[tt][v] = u;
-        if (rank < kFoldWarps) {
-          float sq = 0.0f;
-          add_squares(u, sq);
-          cluster.map_shared_rank(&s_heads[0][0], rank + kFoldWarps)[tt * kSliceVecs + v] = sq;
-        }
+        cluster.map_shared_rank(s_urow, tt)[rank * kSliceVecs + v] = u;  // vector 32 r + v of the row
       }
     }
     if constexpr (kFold) {
       cluster.sync();
-      // Blocks 8..15: the chains' second vectors, then collapse_row's warp (rank - 8) butterfly.
-      if (rank >= kFoldWarps) {
-        for (int tt = w; tt < ntok; tt += kThreads / 32) {
-          float sq = s_heads[tt][lane];
-          add_squares(s_u[tt][lane], sq);
-          sq = warp_sum(sq);
-          if (lane == 0) cluster.map_shared_rank(s_warps, tt)[rank - kFoldWarps] = sq;
-        }
-      }
-      cluster.sync();
-      // The owner: block_sum's order over the warps, the factor, into every block.
-      if (owner) {
-        if (tid == 0) {
-          float s = 0.0f;
+      // The owner folds its token's row as collapse_loaded does: thread i's fmaf chain over
+      // vectors i and i + 256, block_sum over the 8 warps, the factor, the folded row.
+      if (owner && tid < kThreadsB) {
+        float sq[1] = {0.0f};
 #pragma unroll
-          for (int k = 0; k < kFoldWarps; ++k) s += s_warps[k];
-          s_own[0] = 1.0f / sqrtf(s / static_cast<float>(p.H) + p.rmsnorm_eps);
+        for (int i = 0; i < kRowVecs / kThreadsB; ++i) add_squares(s_urow[tid + i * kThreadsB], sq[0]);
+        block_sum<1, kThreadsB / 32, kFoldBarrier>(sq, s_scratch);
+        const float inv = 1.0f / sqrtf(sq[0] / static_cast<float>(p.H) + p.rmsnorm_eps);
+        bf16_t* dst = p.layer_input + (first + rank) * p.layer_input_stride;
+#pragma unroll
+        for (int i = 0; i < kRowVecs / kThreadsB; ++i) {
+          const int v = tid + i * kThreadsB;
+          st16(dst + v * 8, fold_vec(s_urow[v], ld16(p.rmsnorm_weight + v * 8), inv));
         }
-        __syncthreads();
-        if (tid < kCluster) cluster.map_shared_rank(s_inv, tid)[rank] = s_own[0];
-      }
-      cluster.sync();
-      for (int it = tid; it < kGroup * kSliceVecs; it += kThreads) {
-        const int tt = it / kSliceVecs, v = it % kSliceVecs;
-        if (tt >= ntok) continue;
-        const int64_t col = static_cast<int64_t>(rank) * (kSliceVecs * 8) + v * 8;
-        st16(p.layer_input + (first + tt) * p.layer_input_stride + col,
-             fold_vec(s_u[tt][v], ld16(p.rmsnorm_weight + col), s_inv[tt]));
       }
     }
   }
