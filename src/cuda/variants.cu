@@ -30,7 +30,8 @@ std::vector<Variant> cuda_variants() {
       "decode_kernel (one launch: unit blocks form the post and the dots, then one block per token the "
       "collapse and one the epilogue)";
   constexpr const char* kN4Cluster =
-      "CUDA compute capability 9.0, n = 4, H = 4096, the computed pre, 16-byte aligned bf16 rows (16-block clusters)";
+      "CUDA compute capability 9.0, n = 4, H = 4096, the computed pre (pre, learned head), 16-byte aligned bf16 rows "
+      "(16-block clusters)";
   constexpr const char* kClusterPlan =
       "cluster_pre_kernel (one launch, one pass over the streams: a 16-block cluster per 16-token tile forms the "
       "chunk partials, the epilogue, the collapse and its fold, exchanging through distributed shared memory)";
@@ -119,6 +120,7 @@ std::vector<Variant> cuda_variants() {
       {"head.cuda_n4_staged_wg", Op::kHead, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4_staged_rb", Op::kHead, DeviceType::kCUDA, kN4Rb, n4_staged_rb_supports, n4_staged_rb_run, "gemm_rb_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4_overlap", Op::kHead, DeviceType::kCUDA, kN4, n4_staged_overlap_supports, n4_staged_overlap_run, kOverlapHead, "n4", n4_staged_prefer},
+      {"head.cuda_n4_cluster", Op::kHead, DeviceType::kCUDA, kN4Cluster, n4_cluster_supports, n4_cluster_run, kClusterPlan, "n4", n4_staged_prefer},
       {"head.cuda_n4", Op::kHead, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (learned) | collapse_kernel", "n4"},
       generic("head.cuda_generic", Op::kHead),
   };

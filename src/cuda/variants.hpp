@@ -41,8 +41,8 @@ void n4_staged_wg_run(const detail::Problem& p);
 bool n4_staged_rb_supports(const detail::Problem& p);
 void n4_staged_rb_run(const detail::Problem& p);
 // cluster_pre_kernel (plan.cu; the cluster rows, explicit until measured): pre with the computed
-// pre at H = 4096 in one pass over the streams, on 16-block clusters (compute capability 9.0):
-// the same bits.
+// pre and the learned head at H = 4096 in one pass over the streams, on 16-block clusters
+// (compute capability 9.0): the same bits.
 bool n4_cluster_supports(const detail::Problem& p);
 void n4_cluster_run(const detail::Problem& p);
 // The same plan with the GEMM stage, finalize_kernel and the collapse running at once, tile by

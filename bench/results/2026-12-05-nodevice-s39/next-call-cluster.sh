@@ -1,5 +1,6 @@
 # Prepared in session 39 (no device): the first run of cluster_pre_kernel (the `pre.cuda_n4_cluster`
-# rows: pre, computed pre, H = 4096, 16-block clusters). A `prefill` step command list.
+# and `head.cuda_n4_cluster` rows: pre with the computed pre and the learned head, H = 4096,
+# 16-block clusters). A `prefill` step command list.
 # Invocation (about 7 minutes): bash scripts/prepare_device.sh (if .deps is missing);
 #   bash scripts/snap.sh .snap HEAD; cp <this file> .snap/call.sh; carry [".deps", ".snap"];
 #   run: R0=$OUT; cd .snap && export OUT=/tmp/o MHC_S7_PREFILL='bash call.sh'; rm -rf /tmp/o;
@@ -26,20 +27,24 @@ nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/ds bench/probe
 #    suites that loop over the variants: graph capture (H = 4096, T = 33), determinism (T = 4096),
 #    NaN/Inf.
 export MHC_TEST_VARIANTS=cuda_n4_cluster,cuda_n4_staged,cuda_n4_decode_chunk
-run_t family 150 'Modes/GpuFamily.*/pre_computed*'
-run_t grid 150 "$(grid_filter 4096 pre_computed pre_computed_norm)"
-run_t loops 150 'Modes/GpuGraph.*/pre_computed*:Modes/GpuDeterminism.*/pre_computed*:Modes/GpuNanInf.*/pre_computed*'
+run_t family 180 'Modes/GpuFamily.*/pre_computed*:Modes/GpuFamily.*/head_learned*'
+run_t grid 150 "$(grid_filter 4096 pre_computed pre_computed_norm head_learned head_learned_norm)"
+run_t loops 150 'Modes/GpuGraph.*/pre_computed*:Modes/GpuDeterminism.*/pre_computed*:Modes/GpuNanInf.*/pre_computed*:Modes/GpuGraph.*/head_learned_norm:Modes/GpuDeterminism.*/head_learned_norm'
 grep -E "variant comparisons" "$OUT/r/t-family.log" | sed 's/^/[family] /'
-# 3. Rows: cluster against staged, two rounds (T = 16, 112: one tile a cluster).
+# 3. Rows: cluster against staged, two rounds (T = 16, 112: one tile a cluster), then head.
 for round in 1 2; do
   for v in cuda_n4_cluster cuda_n4_staged; do
     timeout 40 "$BD/tools/mhc" bench --ops pre --modes normal_fold --H 4096 --T 16,112,1024,4096,16384 \
       --variant pre.$v --budget-s 12 2>&1 | rows | sed "s/^/[$v $round] /"
   done
 done
+for v in cuda_n4_cluster cuda_n4_staged; do
+  timeout 30 "$BD/tools/mhc" bench --ops head --modes learned_fold --H 4096 --T 1024,16384 \
+    --variant head.$v --budget-s 8 2>&1 | rows | sed "s/^/[head $v] /"
+done
 # 4. The sanitizers over the cluster rows alone (the family cases of pre_computed_norm at small T).
 export MHC_TEST_VARIANTS=cuda_n4_cluster
-F="$(grid_filter 4096 pre_computed_norm)"
+F="$(grid_filter 4096 pre_computed_norm head_learned)"
 san_t memcheck 100 "$F"
 san_t synccheck 100 "$F"
 MHC_S7_SAN_ARGS="--racecheck-report all" san_t racecheck 140 "$F"

@@ -1,12 +1,13 @@
-// src/cuda/n4/cluster_pre_kernel.cu - pre (computed pre, normal mode) for n = 4 at H = 4096 in
-// one pass over the streams: each 16-token tile is read from DRAM once, and its mixes, epilogue,
+// src/cuda/n4/cluster_pre_kernel.cu - pre (computed pre, normal mode) and the learned head for
+// n = 4 at H = 4096 in one pass over the streams: each 16-token tile is read from DRAM once, and its mixes, epilogue,
 // collapse and RMSNorm fold are formed on chip by a 16-block thread-block cluster, the blocks
 // exchanging partials through distributed shared memory (spec performance notes: "everything on
 // chip"; 10 H bytes a token against the staged plan's 18 H).
 //
-// What it computes: the same outputs, bit for bit, as every other n4 variant of pre: the mixes
-// in the canonical order of config.cuh (phase1_run's chunk partials, chunk_group_sum,
-// groups_total), mixes_epilogue's post, comb and pre, and collapse_row's collapse and fold.
+// What it computes: the same outputs, bit for bit, as every other n4 variant of pre and head: the
+// mixes in the canonical order of config.cuh (phase1_run's chunk partials, chunk_group_sum,
+// groups_total), mixes_epilogue's post, comb and pre (a learned head: the pre alone, its
+// fragments' rows past 4 being zero), and collapse_row's collapse and fold.
 // Grid mapping: persistent 16-block clusters (as many as are resident, at most the tiles);
 // cluster k takes tiles k, k + clusters, ..; block r of a cluster owns columns [256 r, 256 r +
 // 256) of every stream (chunks 2 r and 2 r + 1) and token r of each tile. Per tile:
@@ -29,12 +30,13 @@
 // in the canonical order, exact sums for the collapse (collapse_vec), the fold's fmaf chains and
 // block_sum in collapse_loaded's order.
 // Envelope: compute capability 9.0 (16-block clusters, a non-portable size), n = 4, H = 4096,
-// pre with the computed pre (normal mode), 16-byte aligned rows; ~207 KB of shared memory a
+// pre with the computed pre (normal mode) or the learned head, 16-byte aligned rows; ~207 KB of shared memory a
 // block (both chunks' B fragments, 144 KB, and the tile's slice).
-// Status: built without a GPU (session 39); explicit rows only (`pre.cuda_n4_cluster`), never the
-// dispatcher's first choice until measured. Its tiles run one after another (each tile's
-// exchanges are on the cluster's path: two cluster barriers, three with the fold), so it shows the
-// bits and the exchange protocol of the on-chip design, not yet its speed:
+// Status: built without a GPU (session 39); explicit rows only (`pre.cuda_n4_cluster`,
+// `head.cuda_n4_cluster`), never the dispatcher's first choice until measured. Its tiles run one
+// after another (each tile's exchanges are on the cluster's path: two cluster barriers, three
+// with the fold), so it shows the bits and the exchange protocol of the on-chip design, not yet
+// its speed:
 // bench/results/2026-12-05-nodevice-s39/README.md counts what a pipelined form needs.
 #include <cooperative_groups.h>
 

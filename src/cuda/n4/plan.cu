@@ -137,7 +137,8 @@ void n4_decode_chunk_run(const detail::Problem& p) {
 }
 
 bool n4_cluster_supports(const detail::Problem& p) {
-  return n4_supports(p) && p.op == detail::Op::kPre && p.pre_source == PreSource::kComputed && !p.mean_head() &&
+  const bool op = p.op == detail::Op::kPre || p.op == detail::Op::kHead;  // head: the learned one (computed pre)
+  return n4_supports(p) && op && p.pre_source == PreSource::kComputed && !p.mean_head() &&
          !p.residual_broadcast && cluster_pre_supports(p.H) && p.workspace != nullptr && p.workspace->n4_cluster_pre > 0;
 }
 
