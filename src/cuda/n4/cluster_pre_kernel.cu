@@ -238,8 +238,13 @@ int configure_cluster_pre_kernel(int device) {
   if (!allow_dynamic_smem(cluster_pre_kernel<false>, device, kClusterSmem) ||
       !allow_dynamic_smem(cluster_pre_kernel<true>, device, kClusterSmem))
     return 0;
-  MHC_CUDA_CHECK(cudaFuncSetAttribute(cluster_pre_kernel<false>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  MHC_CUDA_CHECK(cudaFuncSetAttribute(cluster_pre_kernel<true>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  // 16-block clusters are a non-portable size: a device (or a partition of one) that refuses them
+  // leaves the cluster rows off rather than failing Workspace::create.
+  if (cudaFuncSetAttribute(cluster_pre_kernel<false>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess ||
+      cudaFuncSetAttribute(cluster_pre_kernel<true>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
   // Resident clusters: the fewer of the two instantiations' (they differ in static memory).
   int fewest = 0;
   for (auto kernel : {cluster_pre_kernel<false>, cluster_pre_kernel<true>}) {
