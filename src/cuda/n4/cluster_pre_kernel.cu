@@ -248,11 +248,7 @@ int configure_cluster_pre_kernel(int device) {
   // Resident clusters: the fewer of the two instantiations' (they differ in static memory).
   int fewest = 0;
   for (auto kernel : {cluster_pre_kernel<false>, cluster_pre_kernel<true>}) {
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = kCluster;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
+    cudaLaunchAttribute attr = cluster_attribute(kCluster);
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(kCluster * 8);
     cfg.blockDim = dim3(kThreads);
