@@ -1,8 +1,8 @@
 // src/cuda/n4/cluster_pre_kernel.cu - pre (computed pre, normal mode) and the learned head for
-// n = 4 at H = 4096 in one pass over the streams: each 16-token tile is read from DRAM once, and its mixes, epilogue,
-// collapse and RMSNorm fold are formed on chip by a 16-block thread-block cluster, the blocks
-// exchanging partials through distributed shared memory (spec performance notes: "everything on
-// chip"; 10 H bytes a token against the staged plan's 18 H).
+// n = 4 at H = 4096 in one pass over the streams: each 16-token tile is read from DRAM once, and
+// its mixes, epilogue, collapse and RMSNorm fold are formed on chip by a 16-block thread-block
+// cluster, the blocks exchanging partials through distributed shared memory (spec performance
+// notes: "everything on chip"; 10 H bytes a token against the staged plan's 18 H).
 //
 // What it computes: the same outputs, bit for bit, as every other n4 variant of pre and head: the
 // mixes in the canonical order of config.cuh (phase1_run's chunk partials, chunk_group_sum,
@@ -30,14 +30,13 @@
 // in the canonical order, exact sums for the collapse (collapse_vec), the fold's fmaf chains and
 // block_sum in collapse_loaded's order.
 // Envelope: compute capability 9.0 (16-block clusters, a non-portable size), n = 4, H = 4096,
-// pre with the computed pre (normal mode) or the learned head, 16-byte aligned rows; ~207 KB of shared memory a
-// block (both chunks' B fragments, 144 KB, and the tile's slice).
+// pre with the computed pre (normal mode) or the learned head, 16-byte aligned rows; ~204 KB of
+// shared memory a block (both chunks' B fragments, 144 KB, and the tile's slice).
 // Status: built without a GPU (session 39); explicit rows only (`pre.cuda_n4_cluster`,
 // `head.cuda_n4_cluster`), never the dispatcher's first choice until measured. Its tiles run one
 // after another (each tile's exchanges are on the cluster's path: two cluster barriers, three
 // with the fold), so it shows the bits and the exchange protocol of the on-chip design, not yet
-// its speed:
-// bench/results/2026-12-05-nodevice-s39/README.md counts what a pipelined form needs.
+// its speed: bench/results/2026-12-05-nodevice-s39/README.md counts what a pipelined form needs.
 #include <cooperative_groups.h>
 
 #include "src/cuda/launch.cuh"
@@ -209,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_pre_kernel(const ClusterP
 #pragma unroll
         for (int i = 0; i < kRowVecs / kThreadsB; ++i) add_squares(s_urow[tid + i * kThreadsB], sq[0]);
         block_sum<1, kThreadsB / 32, kFoldBarrier>(sq, s_scratch);
-        const float inv = 1.0f / sqrtf(sq[0] / static_cast<float>(p.H) + p.rmsnorm_eps);
+        const float inv = fold_factor(p, sq[0]);
         bf16_t* dst = p.layer_input + (first + rank) * p.layer_input_stride;
 #pragma unroll
         for (int i = 0; i < kRowVecs / kThreadsB; ++i) {

@@ -70,6 +70,12 @@ __device__ __forceinline__ uint4 collapse_vec(CollapseKind kind, const float (&p
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+/// The RMSNorm fold's factor 1 / sqrt(mean(u^2) + eps) of a collapsed row from its sum of squares
+/// (one expression for every kernel that folds: the same bits).
+__device__ __forceinline__ float fold_factor(const N4Params& p, float sumsq) {
+  return 1.0f / sqrtf(sumsq / static_cast<float>(p.H) + p.rmsnorm_eps);
+}
+
 /// The folded output of one vector: bf16(u * inv * w).
 __device__ __forceinline__ uint4 fold_vec(const uint4& u, const uint4& wv, float inv) {
   float f[8], w[8], y[8];
@@ -116,7 +122,7 @@ __device__ __forceinline__ void collapse_row(const N4Params& p, int64_t t, const
   }
   if (!fold) return;
   block_sum(sq, scratch);
-  const float inv = 1.0f / sqrtf(sq[0] / static_cast<float>(p.H) + p.rmsnorm_eps);
+  const float inv = fold_factor(p, sq[0]);
   for (int64_t v = tid; v < vecs; v += kThreadsB) st16(dst + v * 8, fold_vec(row[v], ld16(p.rmsnorm_weight + v * 8), inv));
 }
 
@@ -165,7 +171,7 @@ __device__ __forceinline__ void collapse_loaded(const N4Params& p, int64_t t, co
   }
   if (!fold) return;
   block_sum<1, kWarps>(sq, scratch);
-  const float inv = 1.0f / sqrtf(sq[0] / static_cast<float>(p.H) + p.rmsnorm_eps);
+  const float inv = fold_factor(p, sq[0]);
 #pragma unroll
   for (int i = 0; i < kMaxV; ++i) {
     const int64_t v = threadIdx.x + i * kThreadsB;

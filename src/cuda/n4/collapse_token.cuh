@@ -191,14 +191,14 @@ __device__ __forceinline__ void collapse_token(const N4Params& p, int64_t t, uin
   float inv;
   if constexpr (!kWide) {
     block_sum(sq, scratch);
-    inv = 1.0f / sqrtf(sq[0] / static_cast<float>(p.H) + p.rmsnorm_eps);
+    inv = fold_factor(p, sq[0]);
   } else {
     __shared__ float s_inv;
     __syncthreads();  // the row is in shared memory
     if (tid < kThreadsB) {
       for (int64_t v = tid; v < vecs; v += kThreadsB) add_squares(s_row[v], sq[0]);
       block_sum<1, kThreadsB / 32>(sq, scratch);
-      if (tid == 0) s_inv = 1.0f / sqrtf(sq[0] / static_cast<float>(p.H) + p.rmsnorm_eps);
+      if (tid == 0) s_inv = fold_factor(p, sq[0]);
     }
     __syncthreads();
     inv = s_inv;

@@ -110,7 +110,7 @@ __device__ __forceinline__ void chains(const uint4* row, int64_t vecs, float* su
 __device__ __forceinline__ float fold_inv(const N4Params& p, const float* sums) {
   const float4 lo = reinterpret_cast<const float4*>(sums)[0], hi = reinterpret_cast<const float4*>(sums)[1];
   const float s = lo.x + lo.y + lo.z + lo.w + hi.x + hi.y + hi.z + hi.w;  // 0..7 in order, as block_sum
-  return 1.0f / sqrtf(s / static_cast<float>(p.H) + p.rmsnorm_eps);
+  return fold_factor(p, s);
 }
 
 // The fold of one token by every thread: its vectors v = tid + kStride i, bf16(u * inv * w) (wgt:
