@@ -91,7 +91,6 @@ struct Workspace::Impl {
   bool n4_gemm_wg = false;       // ... and runs gemm_wg_kernel (sm_90a wgmma: the staged_wg rows)
   bool n4_gemm_rb = false;       // ... and of gemm_rb_kernel (sm_90+, B fragments in registers: the staged_rb rows)
   bool n4_post_bulk = false;     // ... and post_bulk_kernel, post_collapse_kernel (sm_90+ bulk copies)
-  int32_t n4_cluster_pre = 0;    // resident 16-block clusters of cluster_pre_kernel (0: none; the cluster rows)
   int64_t n4_slice_tokens = 0;   // WorkspaceOptions::n4_slice_tokens; 0: the default
   int64_t decode_max_tokens = 0; // WorkspaceOptions::decode_max_tokens as asked (0 default, -1 off)
   // The one-launch decode kernel (src/cuda/n4/decode_kernel.cu), set by cuda_create_workspace:

@@ -201,8 +201,7 @@ void cuda_create_workspace(Workspace::Impl& ws) {
   {
     const DeviceGuard guard(ws.device.id);
     ws.n4_mix =
-        cuda::n4_configure_device(&ws.n4_gemm, &ws.n4_gemm_group, &ws.n4_gemm_wg, &ws.n4_gemm_rb, &ws.n4_post_bulk,
-                                  &ws.n4_cluster_pre);
+        cuda::n4_configure_device(&ws.n4_gemm, &ws.n4_gemm_group, &ws.n4_gemm_wg, &ws.n4_gemm_rb, &ws.n4_post_bulk);
   }
   // The one-launch decode kernel's token limit (its partials are part of the scratch).
   const int64_t asked = ws.decode_max_tokens == 0 ? cuda::n4_decode_default_tokens() : ws.decode_max_tokens;

@@ -14,7 +14,6 @@ const KernelList& all_kernels() {
     n4::list_gemm_group_kernels(out);
     n4::list_gemm_rb_kernels(out);
     n4::list_gemm_wg_kernels(out);
-    n4::list_cluster_pre_kernels(out);
     n4::list_collapse_kernels(out);
     n4::list_post_kernels(out);
     n4::list_finalize_kernels(out);

@@ -35,7 +35,6 @@ void list_gemm_kernels(KernelList& out);             // src/cuda/n4/gemm_kernel.
 void list_gemm_group_kernels(KernelList& out);       // src/cuda/n4/gemm_group_kernel.cu
 void list_gemm_rb_kernels(KernelList& out);          // src/cuda/n4/gemm_rb_kernel.cu
 void list_gemm_wg_kernels(KernelList& out);          // src/cuda/n4/gemm_wg_kernel.cu
-void list_cluster_pre_kernels(KernelList& out);      // src/cuda/n4/cluster_pre_kernel.cu
 void list_collapse_kernels(KernelList& out);         // src/cuda/n4/collapse_kernel.cu
 void list_post_kernels(KernelList& out);             // src/cuda/n4/post_kernel.cu
 void list_finalize_kernels(KernelList& out);         // src/cuda/n4/finalize_kernel.cu

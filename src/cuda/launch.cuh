@@ -19,23 +19,12 @@ struct LaunchCtx {
   int32_t num_sms = 0;
 };
 
-/// The launch attribute of clusters of `size` blocks along x.
-inline cudaLaunchAttribute cluster_attribute(unsigned size) {
-  cudaLaunchAttribute a{};
-  a.id = cudaLaunchAttributeClusterDimension;
-  a.val.clusterDim.x = size;
-  a.val.clusterDim.y = 1;
-  a.val.clusterDim.z = 1;
-  return a;
-}
-
 /// Launches kernel<<<grid, threads, smem, ctx.stream>>>(params) with the PDL attribute when
-/// ctx.pdl (and the cooperative attribute when `cooperative`: every block co-resident; clusters
-/// of `cluster` blocks along x when cluster > 0).
+/// ctx.pdl (and the cooperative attribute when `cooperative`: every block co-resident).
 template <typename Params>
 void launch_kernel(void (*kernel)(Params), dim3 grid, int threads, size_t smem, const LaunchCtx& ctx,
-                   const Params& params, bool cooperative = false, unsigned cluster = 0) {
-  cudaLaunchAttribute attrs[3]{};
+                   const Params& params, bool cooperative = false) {
+  cudaLaunchAttribute attrs[2]{};
   unsigned count = 0;
   if (ctx.pdl) {
     attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -47,7 +36,6 @@ void launch_kernel(void (*kernel)(Params), dim3 grid, int threads, size_t smem, 
     attrs[count].val.cooperative = 1;
     ++count;
   }
-  if (cluster > 0) attrs[count++] = cluster_attribute(cluster);
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(static_cast<unsigned>(threads));

@@ -177,14 +177,6 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
 #endif
 }
 
-// A hint: `bytes` (a multiple of 16, the address 16-byte aligned) of global memory into L2 by the
-// bulk-copy engine, nothing written anywhere (sm_90+; a no-op elsewhere).
-__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
-#endif
-}
-
 // An acquire-release add on a shared-memory word (CTA scope; address as from
 // __cvta_generic_to_shared): gemm_group_kernel's count of the warps done with a buffer.
 __device__ __forceinline__ uint32_t atom_add_acq_rel_cta_shared(uint32_t addr, uint32_t v) {

@@ -13,7 +13,6 @@ set(MHC_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/n4/gemm_group_kernel.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/gemm_rb_kernel.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/gemm_wg_kernel.cu
-  ${CMAKE_CURRENT_LIST_DIR}/n4/cluster_pre_kernel.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/collapse_kernel.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/post_kernel.cu
   ${CMAKE_CURRENT_LIST_DIR}/n4/finalize_kernel.cu

@@ -29,12 +29,6 @@ std::vector<Variant> cuda_variants() {
   constexpr const char* kDecodePlan =
       "decode_kernel (one launch: unit blocks form the post and the dots, then one block per token the "
       "collapse and one the epilogue)";
-  constexpr const char* kN4Cluster =
-      "CUDA compute capability 9.0, n = 4, H = 4096, the computed pre (pre, learned head), 16-byte aligned bf16 rows "
-      "(16-block clusters)";
-  constexpr const char* kClusterPlan =
-      "cluster_pre_kernel (one launch, one pass over the streams: a 16-block cluster per 16-token tile forms the "
-      "chunk partials, the epilogue, the collapse and its fold, exchanging through distributed shared memory)";
   // The overlap rows (staged.cu): explicit until measured, after the staged rows.
   constexpr const char* kOverlapMixes =
       "gemm_kernel (overlapped: tile by tile, each tile counted) beside overlap_tail_kernel (finalize_kernel's work on "
@@ -80,7 +74,6 @@ std::vector<Variant> cuda_variants() {
       {"pre.cuda_n4_staged_wg", Op::kPre, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       {"pre.cuda_n4_staged_rb", Op::kPre, DeviceType::kCUDA, kN4Rb, n4_staged_rb_supports, n4_staged_rb_run, "gemm_rb_kernel -> finalize_kernel -> collapse_stream_kernel", "n4", n4_staged_prefer},
       // explicit: after the staged rows, whose prefer() it shares, until measured
-      {"pre.cuda_n4_cluster", Op::kPre, DeviceType::kCUDA, kN4Cluster, n4_cluster_supports, n4_cluster_run, kClusterPlan, "n4", n4_staged_prefer},
       {"pre.cuda_n4", Op::kPre, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel", "n4"},
       generic("pre.cuda_generic", Op::kPre),
       // pre_broadcast: by fn_b (spec section 4.4) at every T, so one family serves every batch; the
@@ -120,7 +113,6 @@ std::vector<Variant> cuda_variants() {
       {"head.cuda_n4_staged_wg", Op::kHead, DeviceType::kCUDA, kN4Wg, n4_staged_wg_supports, n4_staged_wg_run, "gemm_wg_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4_staged_rb", Op::kHead, DeviceType::kCUDA, kN4Rb, n4_staged_rb_supports, n4_staged_rb_run, "gemm_rb_kernel -> finalize_kernel -> collapse_stream_kernel (learned) | collapse_stream_kernel", "n4", n4_staged_prefer},
       {"head.cuda_n4_overlap", Op::kHead, DeviceType::kCUDA, kN4, n4_staged_overlap_supports, n4_staged_overlap_run, kOverlapHead, "n4", n4_staged_prefer},
-      {"head.cuda_n4_cluster", Op::kHead, DeviceType::kCUDA, kN4Cluster, n4_cluster_supports, n4_cluster_run, kClusterPlan, "n4", n4_staged_prefer},
       {"head.cuda_n4", Op::kHead, DeviceType::kCUDA, kN4, n4_supports, n4_run, "mix_kernel -> collapse_kernel (learned) | collapse_kernel", "n4"},
       generic("head.cuda_generic", Op::kHead),
   };

@@ -40,11 +40,6 @@ void n4_staged_wg_run(const detail::Problem& p);
 // sm_90+, the same bits.
 bool n4_staged_rb_supports(const detail::Problem& p);
 void n4_staged_rb_run(const detail::Problem& p);
-// cluster_pre_kernel (plan.cu; the cluster rows, explicit until measured): pre with the computed
-// pre and the learned head at H = 4096 in one pass over the streams, on 16-block clusters
-// (compute capability 9.0): the same bits.
-bool n4_cluster_supports(const detail::Problem& p);
-void n4_cluster_run(const detail::Problem& p);
 // The same plan with the GEMM stage, finalize_kernel and the collapse running at once, tile by
 // tile (overlap: gemm_kernel's overlapped form, then overlap_tail_kernel, the workspace's tile
 // counters): the same bits.
@@ -79,8 +74,7 @@ std::vector<uint32_t> n4_broadcast_fragments(const PreparedWeights::Impl& w);
 /// Workspace::create, so that no call sets state lazily. Returns false where the device has too
 /// little shared memory per block for mix_kernel (225 KB): the n4 variant then declines the
 /// ops with a mixes stage and the generic one runs.
-bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* gemm_rb, bool* post_bulk,
-                         int32_t* cluster_pre);
+bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* gemm_rb, bool* post_bulk);
 /// Bytes of workspace scratch the n4 path wants for `max_tokens` (partials of one slice) and
 /// decode_kernel for `decode_tokens`.
 size_t n4_scratch_bytes(int64_t max_tokens, int64_t decode_tokens);

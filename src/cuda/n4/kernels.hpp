@@ -43,14 +43,6 @@ void launch_gemm_wg_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// True where `device` is compute capability 9.0, this binary has gemm_wg_kernel's sm_90a code
 /// and 200 KB of shared memory per block (then it also sets that limit).
 bool configure_gemm_wg_kernel(int device);
-/// cluster_pre_kernel (cluster_pre_kernel.cu): pre with the computed pre, or the learned head, at
-/// H = 4096 in one pass, 16-block clusters exchanging partials through distributed shared memory
-/// (the cluster rows).
-/// configure_cluster_pre_kernel returns the resident clusters on `device` (0: none, or not
-/// compute capability 9.0), launch_cluster_pre_kernel runs that many at most.
-bool cluster_pre_supports(int64_t H);
-int configure_cluster_pre_kernel(int device);
-void launch_cluster_pre_kernel(const N4Params& p, int clusters, const LaunchCtx& ctx);
 /// collapse_kernel (collapse_kernel.cu): epilogue of the partials (p.has_mixes) and collapse.
 void launch_collapse_kernel(const N4Params& p, const LaunchCtx& ctx);
 /// post_kernel (post_kernel.cu): post alone. `variant` picks the kernel's form (same bits):

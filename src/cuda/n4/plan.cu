@@ -136,20 +136,7 @@ void n4_decode_chunk_run(const detail::Problem& p) {
                              launch_ctx(p));
 }
 
-bool n4_cluster_supports(const detail::Problem& p) {
-  const bool op = p.op == detail::Op::kPre || p.op == detail::Op::kHead;  // head: the learned one (computed pre)
-  return n4_supports(p) && op && p.pre_source == PreSource::kComputed && !p.mean_head() &&
-         !p.residual_broadcast && cluster_pre_supports(p.H) && p.workspace != nullptr && p.workspace->n4_cluster_pre > 0;
-}
-
-void n4_cluster_run(const detail::Problem& p) {
-  MHC_CHECK(n4_cluster_supports(p), detail::op_name(p.op), ": cuda_n4_cluster does not support this call");
-  if (p.T == 0) return;
-  launch_cluster_pre_kernel(n4_params(p), p.workspace->n4_cluster_pre, launch_ctx(p));
-}
-
-bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* gemm_rb, bool* post_bulk,
-                         int32_t* cluster_pre) {
+bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* gemm_rb, bool* post_bulk) {
   int device = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&device));
   *gemm = configure_gemm_kernel(device);
@@ -160,7 +147,6 @@ bool n4_configure_device(bool* gemm, bool* gemm_group, bool* gemm_wg, bool* gemm
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   // bulk copies (sm_90+): post_bulk_kernel and post_collapse_kernel
   *post_bulk = major >= 9 && configure_post_bulk_kernel(device) && configure_post_collapse_kernel(device);
-  *cluster_pre = configure_cluster_pre_kernel(device);
   return configure_mix_kernel(device) && configure_decode_chunk_kernel(device);
 }
 
