@@ -693,7 +693,13 @@ TEST_P(GpuGrid, MatchesReference) {
         tallies[v][o].merge(tally);
       }
     }
-    EXPECT_GT(ran, 0) << "no CUDA variant of " << op_id(m.op) << " accepted " << shape_label(n, H, T);
+    // Every T of the grid must reach some variant, unless MHC_TEST_VARIANTS narrowed the list (a
+    // sanitizer over one kernel, which declines some T by its envelope).
+    if (std::getenv("MHC_TEST_VARIANTS") == nullptr) {
+      EXPECT_GT(ran, 0) << "no CUDA variant of " << op_id(m.op) << " accepted " << shape_label(n, H, T);
+    } else if (ran == 0) {
+      std::cout << "[   skip   ] " << op_id(m.op) << " " << shape_label(n, H, T) << ": no variant in MHC_TEST_VARIANTS accepts it\n";
+    }
   }
   for (const auto& sv : skipped) {
     std::cout << "[   skip   ] " << sv.first << " (n=" << n << " H=" << H << "): " << sv.second << "\n";
