@@ -12,9 +12,10 @@
 # (each kernel of a staged call), ab (this tree against another), san (the tools of
 # MHC_S7_SAN_TOOLS over MHC_S7_SAN_FILTER).
 # Everything lands under $OUT/r; $OUT/summary.txt and $OUT/results.tgz come back. The prefill
-# step's command list may call run_t (below) for a subset of the GPU tests, build_tree for
-# another carried tree, san_t for a sanitizer over a subset, ab_rows for the same rows from
-# several trees and grid_filter for the filter of some n4 grid cases.
+# step's command list may call run_t (below) for a subset of the GPU tests, shards_t for one in
+# parallel shards, build_tree for another carried tree, san_t for a sanitizer over a subset,
+# ab_rows for the same rows from several trees and grid_filter for the filter of some n4 grid
+# cases.
 set -u
 export OUT=${OUT:-/tmp/o}
 R=$OUT/r; mkdir -p "$R"
@@ -31,6 +32,26 @@ run_t() {
   timeout "$2" "$BD/tests/test_gpu" --gtest_brief=1 --gtest_filter="$3" > "$OUT/r/t-$1.log" 2>&1
   echo "[tests $1 rc=$? $(grep -E '^\[  PASSED|^\[  FAILED|^\[  SKIPPED' "$OUT/r/t-$1.log" | head -3 | tr '\n' ' ') $(grep 'ms total' "$OUT/r/t-$1.log")]"
   grep -E "^\[  FAILED" "$OUT/r/t-$1.log" | head -10 | sed "s/^/[tests $1] /"
+}
+# shards_t TAG N TIMEOUT FILTER [SHARDS]: test_gpu on FILTER as N gtest shards at once (or only the
+# shard indices listed in SHARDS, e.g. "0 1": a suite too long for one call split over two), each
+# with OMP_NUM_THREADS = cores / N: the CPU reference is OpenMP, and N processes of a thread a core
+# each thrash (session 40: 12 shards of 16 threads ran the grid ~4x slower than one process).
+# One "[tests TAG/i ...]" line a shard (its log $OUT/r/t-TAG-i.log) and its failures.
+shards_t() {
+  local tag=$1 n=$2 limit=$3 filter=$4 idx=${5:-} i pids=""
+  local threads=$(( $(nproc) / n )); [ "$threads" -ge 1 ] || threads=1
+  [ -n "$idx" ] || idx=$(seq 0 $((n - 1)))
+  for i in $idx; do
+    OMP_NUM_THREADS=$threads GTEST_TOTAL_SHARDS=$n GTEST_SHARD_INDEX=$i timeout "$limit" "$BD/tests/test_gpu" \
+      --gtest_brief=1 --gtest_filter="$filter" > "$OUT/r/t-$tag-$i.log" 2>&1 &
+    pids="$pids $!"
+  done
+  wait $pids
+  for i in $idx; do
+    echo "[tests $tag/$i $(grep -E '^\[  PASSED|^\[  FAILED|^\[  SKIPPED' "$OUT/r/t-$tag-$i.log" | head -3 | tr '\n' ' ') $(grep 'ms total' "$OUT/r/t-$tag-$i.log")]"
+    grep -E "^\[  FAILED" "$OUT/r/t-$tag-$i.log" | head -10 | sed "s/^/[tests $tag\/$i] /"
+  done
 }
 # build_tree DIR NAME: mhc_cli of another tree carried beside this one (../DIR, e.g. .snap2, the
 # commit before a change) into ../build-NAME, for A/B rows in one call; appends "[NAME build
@@ -69,7 +90,7 @@ grid_filter() {
   for m in "$@"; do for H in $hs; do f="$f:Grid/GpuGrid.MatchesReference/${m}_n4_H$H"; done; done
   echo "${f#:}"
 }
-export -f rows run_t build_tree san_t ab_rows grid_filter
+export -f rows run_t shards_t build_tree san_t ab_rows grid_filter
 export BD OUT
 steps=" $* "
 S build
