@@ -35,15 +35,16 @@ run_t() {
 }
 # shards_t TAG N TIMEOUT FILTER [SHARDS]: test_gpu on FILTER as N gtest shards at once (or only the
 # shard indices listed in SHARDS, e.g. "0 1": a suite too long for one call split over two), each
-# with OMP_NUM_THREADS = cores / N: the CPU reference is OpenMP, and N processes of a thread a core
-# each thrash (session 40: 12 shards of 16 threads ran the grid ~4x slower than one process).
+# with OMP_NUM_THREADS = cores / N and passive OpenMP waits: the CPU reference is OpenMP, and N
+# processes of a spinning thread a core each thrash (session 40: 12 shards of 16 threads ran the
+# grid ~4x slower than one process).
 # One "[tests TAG/i ...]" line a shard (its log $OUT/r/t-TAG-i.log) and its failures.
 shards_t() {
   local tag=$1 n=$2 limit=$3 filter=$4 idx=${5:-} i pids=""
   local threads=$(( $(nproc) / n )); [ "$threads" -ge 1 ] || threads=1
   [ -n "$idx" ] || idx=$(seq 0 $((n - 1)))
   for i in $idx; do
-    OMP_NUM_THREADS=$threads GTEST_TOTAL_SHARDS=$n GTEST_SHARD_INDEX=$i timeout "$limit" "$BD/tests/test_gpu" \
+    OMP_NUM_THREADS=$threads OMP_WAIT_POLICY=passive GTEST_TOTAL_SHARDS=$n GTEST_SHARD_INDEX=$i timeout "$limit" "$BD/tests/test_gpu" \
       --gtest_brief=1 --gtest_filter="$filter" > "$OUT/r/t-$tag-$i.log" 2>&1 &
     pids="$pids $!"
   done
