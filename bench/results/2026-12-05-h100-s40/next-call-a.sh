@@ -21,16 +21,16 @@ for m in collapse_carried_norm collapse_identity_norm pre_computed_norm pre_carr
          pre_broadcast_computed_norm pre_broadcast_carried_norm post_pre_normal_norm post_pre_shifted_norm \
          head_learned_norm head_carried_norm head_mean_norm; do W="$W:$G/${m}_n4_H5120"; done
 FAM='Modes/GpuFamily.*/pre_computed_norm:Modes/GpuFamily.*/post_pre_shifted_norm:Modes/GpuFamily.*/collapse_carried_norm:Modes/GpuFamily.*/head_mean_norm:Modes/GpuFamily.*/pre_broadcast_computed_norm'
-run_t wide 170 "${W#:}:$FAM"
+run_t wide 150 "${W#:}:$FAM"
 # The sanitizers over the graph cases that flagged (shape H = 5120, T = 128 among them), narrowed
 # to the staged plan (its polling collapse is the flagged kernel) and the dispatcher's choice:
 # call 4's racecheck over every variant ran past 330 s.
 export MHC_TEST_VARIANTS=cuda_n4_staged
 FR='Modes/GpuGraph.*/pre_computed_norm:Modes/GpuGraph.*/post_pre_shifted_norm'
 MHC_S7_SAN_ARGS="--racecheck-report all" san_t racecheck 150 "$FR"
-san_t memcheck 60 "$FR"
-san_t synccheck 60 "$FR"
+san_t memcheck 45 "$FR"
+san_t synccheck 45 "$FR"
 unset MHC_TEST_VARIANTS
 wait
 cat "$OUT/r/builds-done" 2>/dev/null
-ab_rows 2 "base this" 40 --ops collapse,pre,post_pre --modes carried_fold,normal_fold --H 5120 --T 16,1024,4096,16384 --budget-s 12
+ab_rows 2 "base this" 45 --ops collapse,pre,post_pre --modes carried_fold,normal_fold --H 5120 --T 1024,16384 --budget-s 25
