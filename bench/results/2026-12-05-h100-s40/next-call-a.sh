@@ -1,4 +1,4 @@
-# Prepared in session 40 (device time spent): the next session's first call, a `prefill` step
+# Prepared in session 40 (device time spent): the next session's second call, a `prefill` step
 # command list. It checks wide-fold-block-sum.patch: collapse_token's wide shape (collapse_stream_
 # kernel at 4096 < H <= 6144, also polling the staged plan's pre) forms the fold's sum with every
 # warp in block_sum instead of a 256-thread named barrier, which racecheck flagged in call 4

@@ -1,4 +1,4 @@
-# Prepared in session 40: the next session's second call (after next-call-a.sh passes), a
+# Prepared in session 40: the next session's first call (next-call-a.sh after it), a
 # `prefill` step command list, on the tree with wide-fold-block-sum.patch:
 #   - the GPU suite's main filter (device_session.sh's test step: the n4 grid, family, decode,
 #     batch, graph and errors suites, every variant) as 4 shards of 4 OpenMP threads (shards_t).
