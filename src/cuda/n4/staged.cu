@@ -122,7 +122,8 @@ void launch_gemm_stage(const N4Params& s, const LaunchCtx& ctx, Gemm gemm, bool 
 int post_variant(const detail::Problem& p) {
 #ifdef MHC_GEMM_PROBE
   const char* v = std::getenv("MHC_POST_VARIANT");
-  if (v != nullptr && (std::atoi(v) != kPostBulk || p.workspace->n4_post_bulk)) return std::atoi(v);
+  const int asked = v != nullptr ? std::atoi(v) : -1;
+  if (v != nullptr && (asked != kPostBulk || p.workspace->n4_post_bulk)) return asked;
 #endif
   return post_form(p);
 }
