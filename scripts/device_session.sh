@@ -28,10 +28,15 @@ S() { pack; echo "== $* ($(date +%s))" | tee -a "$R/summary.txt"; }
 rows() { grep -E "^\[|error" | sed 's/(p10[^)]*)//; s/, chain.*//'; }
 # run_t TAG TIMEOUT FILTER: test_gpu on FILTER, one "[tests TAG ...]" line and the failures (for the
 # prefill step's command lists, which run as their own shell: exported with BD and OUT).
+# t_lines LABEL LOG [PREFIX]: a test_gpu log's "[tests LABEL PREFIX<counts> <time>]" line and its
+# failures (run_t and shards_t).
+t_lines() {
+  echo "[tests $1 ${3:-}$(grep -E '^\[  PASSED|^\[  FAILED|^\[  SKIPPED' "$2" | head -3 | tr '\n' ' ') $(grep 'ms total' "$2")]"
+  grep -E "^\[  FAILED" "$2" | head -10 | sed "s|^|[tests $1] |"
+}
 run_t() {
   timeout "$2" "$BD/tests/test_gpu" --gtest_brief=1 --gtest_filter="$3" > "$OUT/r/t-$1.log" 2>&1
-  echo "[tests $1 rc=$? $(grep -E '^\[  PASSED|^\[  FAILED|^\[  SKIPPED' "$OUT/r/t-$1.log" | head -3 | tr '\n' ' ') $(grep 'ms total' "$OUT/r/t-$1.log")]"
-  grep -E "^\[  FAILED" "$OUT/r/t-$1.log" | head -10 | sed "s/^/[tests $1] /"
+  t_lines "$1" "$OUT/r/t-$1.log" "rc=$? "
 }
 # shards_t TAG N TIMEOUT FILTER [SHARDS]: test_gpu on FILTER as N gtest shards at once (or only the
 # shard indices listed in SHARDS, e.g. "0 1": a suite too long for one call split over two), each
@@ -49,10 +54,7 @@ shards_t() {
     pids="$pids $!"
   done
   wait $pids
-  for i in $idx; do
-    echo "[tests $tag/$i $(grep -E '^\[  PASSED|^\[  FAILED|^\[  SKIPPED' "$OUT/r/t-$tag-$i.log" | head -3 | tr '\n' ' ') $(grep 'ms total' "$OUT/r/t-$tag-$i.log")]"
-    grep -E "^\[  FAILED" "$OUT/r/t-$tag-$i.log" | head -10 | sed "s/^/[tests $tag\/$i] /"
-  done
+  for i in $idx; do t_lines "$tag/$i" "$OUT/r/t-$tag-$i.log"; done
 }
 # build_tree DIR NAME: mhc_cli of another tree carried beside this one (../DIR, e.g. .snap2, the
 # commit before a change) into ../build-NAME, for A/B rows in one call; appends "[NAME build
@@ -91,7 +93,7 @@ grid_filter() {
   for m in "$@"; do for H in $hs; do f="$f:Grid/GpuGrid.MatchesReference/${m}_n4_H$H"; done; done
   echo "${f#:}"
 }
-export -f rows run_t shards_t build_tree san_t ab_rows grid_filter
+export -f rows t_lines run_t shards_t build_tree san_t ab_rows grid_filter
 export BD OUT
 steps=" $* "
 S build
