@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(kWide ? kWideThreadsMax : kThreadsB,
                                   kWide ? 1 : kPost ? MHC_POST_COLLAPSE_BLOCKS(kVecs) : MHC_COLLAPSE_STREAM_BLOCKS(kVecs))
     collapse_stream_kernel(const N4Params p) {
   extern __shared__ uint4 s_row[];  // the wide shape's collapsed row, for the fold's chains
-  __shared__ float scratch[kThreadsB / 32];
+  __shared__ float scratch[(kWide ? kWideThreadsMax : kThreadsB) / 32];  // block_sum: a float a warp
   pdl_launch_dependents();
   collapse_token<kVecs, kWide, kPost, kPoll>(p, blockIdx.x, s_row, scratch);
 }

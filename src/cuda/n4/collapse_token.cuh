@@ -193,15 +193,17 @@ __device__ __forceinline__ void collapse_token(const N4Params& p, int64_t t, uin
     block_sum(sq, scratch);
     inv = fold_factor(p, sq[0]);
   } else {
-    __shared__ float s_inv;
+    // The first 256 threads form the chains; every warp of the block takes part in block_sum
+    // (warps 8.. add +0.0f after the 8 warps' sums, which changes no bit of a sum of squares):
+    // no barrier with a partial thread count, beside which racecheck reports a hazard in
+    // race-free code (bench/probes/racecheck_named_barriers.cu). It costs ~0.7% of the wide
+    // collapse at H = 5120 (docs/performance.md). scratch: blockDim.x / 32 floats.
     __syncthreads();  // the row is in shared memory
     if (tid < kThreadsB) {
       for (int64_t v = tid; v < vecs; v += kThreadsB) add_squares(s_row[v], sq[0]);
-      block_sum<1, kThreadsB / 32>(sq, scratch);
-      if (tid == 0) s_inv = fold_factor(p, sq[0]);
     }
-    __syncthreads();
-    inv = s_inv;
+    block_sum(sq, scratch);
+    inv = fold_factor(p, sq[0]);
   }
 #pragma unroll
   for (int q = 0; q < kVecs; ++q) {
