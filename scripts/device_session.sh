@@ -20,7 +20,9 @@ set -u
 export OUT=${OUT:-/tmp/o}
 R=$OUT/r; mkdir -p "$R"
 [ -e .deps ] || ln -s ../.deps .deps
-BD=${MHC_S7_BD:-../build-s7}  # another tree of the same call builds elsewhere
+# The build folder is the tree's own (a warm machine keeps ../build-s7-.snap of an earlier call;
+# another tree configured into it fails, session 41 call 6), and MHC_S7_BD names another.
+BD=${MHC_S7_BD:-../build-s7-$(basename "$PWD")}
 B=$BD/tools/mhc
 pack() { tar -C "$R" -czf "$OUT/results.tgz" . 2>/dev/null; cp "$R/summary.txt" "$OUT/summary.txt" 2>/dev/null; }
 S() { pack; echo "== $* ($(date +%s))" | tee -a "$R/summary.txt"; }
@@ -98,7 +100,8 @@ export BD OUT
 steps=" $* "
 S build
 cmake -S . -B $BD -G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_ARCHITECTURES=90a \
-  -DMHC_GTEST_SOURCE="$PWD/.deps/googletest" -DMHC_CLI11_INCLUDE="$PWD/.deps/cli11" > "$R/configure.log" 2>&1
+  -DMHC_GTEST_SOURCE="$PWD/.deps/googletest" -DMHC_CLI11_INCLUDE="$PWD/.deps/cli11" > "$R/configure.log" 2>&1 ||
+  { tail -n 5 "$R/configure.log" | tee -a "$R/summary.txt"; pack; exit 1; }
 cmake --build $BD --target mhc_cli test_gpu test_engine > "$R/build.log" 2>&1 || { grep -E "error" -A3 "$R/build.log" | head -40 | tee -a "$R/summary.txt"; pack; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader >> "$R/summary.txt"
 
