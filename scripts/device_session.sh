@@ -154,15 +154,15 @@ fi
 if [[ "$steps" == *" probe "* ]]; then
   # decode_chunk_kernel stopped after each part (MHC_DECODE_PROBE, decode_chunk_kernel.cu), chained.
   S probe
-  cmake -S . -B ../build-s7-probe -G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=90a \
+  cmake -S . -B $BD-probe -G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=90a \
     -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_FLAGS=-DMHC_DECODE_PROBE -DMHC_BUILD_TESTS=OFF \
     -DMHC_CLI11_INCLUDE="$PWD/.deps/cli11" > "$R/probe-configure.log" 2>&1
-  cmake --build ../build-s7-probe --target mhc_cli > "$R/probe-build.log" 2>&1 || tail -5 "$R/probe-build.log"
+  cmake --build $BD-probe --target mhc_cli > "$R/probe-build.log" 2>&1 || tail -5 "$R/probe-build.log"
   for lvl in ${MHC_S7_PROBE_LEVELS:-1 2 3 4 5 6 0}; do
     IFS=';' read -ra pops <<< "${MHC_S7_PROBE_OPS:-post_pre normal_fold;head learned_fold;pre normal_fold}"
     for op in "${pops[@]}"; do
       set -- $op
-      MHC_DECODE_PROBE=$lvl timeout 20 ../build-s7-probe/tools/mhc bench --ops "$1" --modes "$2" --H 4096 --T 1,16 \
+      MHC_DECODE_PROBE=$lvl timeout 20 $BD-probe/tools/mhc bench --ops "$1" --modes "$2" --H 4096 --T 1,16 \
         --variant "$1.cuda_n4_decode_chunk" --budget-s 10 2>&1 | rows | sed "s/^/probe $lvl: /"
     done
   done | tee -a "$R/summary.txt"
@@ -286,10 +286,10 @@ if [[ "$steps" == *" gemmprobe "* ]]; then
   # copies or stores (6), the square sums on the tensor cores (7, not the canonical order), the
   # kernel (0), in several ring shapes (5, 6 and 7: 8 x 2 only).
   S gemmprobe
-  cmake -S . -B ../build-s7-gprobe -G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=90a \
+  cmake -S . -B $BD-gprobe -G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA_ARCHITECTURES=90a \
     -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_FLAGS=-DMHC_GEMM_PROBE -DMHC_BUILD_TESTS=OFF \
     -DMHC_CLI11_INCLUDE="$PWD/.deps/cli11" > "$R/gprobe-configure.log" 2>&1
-  cmake --build ../build-s7-gprobe --target mhc_cli > "$R/gprobe-build.log" 2>&1 || tail -5 "$R/gprobe-build.log"
+  cmake --build $BD-gprobe --target mhc_cli > "$R/gprobe-build.log" 2>&1 || tail -5 "$R/gprobe-build.log"
   IFS=';' read -ra shapes <<< "${MHC_S7_GPROBE:-0 8 2;1 8 2;2 8 2;3 8 2;4 8 2;0 6 3;1 6 3;3 6 3;4 6 3;0 4 4;0 8 1;1 8 1;0 4 2}"
   for sh in "${shapes[@]}"; do
     # a shape "part warps slots nofin" runs without finalize_kernel (MHC_STAGED_SKIP=f), one
@@ -297,7 +297,7 @@ if [[ "$steps" == *" gemmprobe "* ]]; then
     nofin=""; [[ "$sh" == *nofin ]] && nofin=f
     fin4=""; [[ "$sh" == *fin4 ]] && fin4=1
     shape="${sh% nofin}"; shape="${shape% fin4}"
-    MHC_GEMM_PROBE="$shape" MHC_STAGED_SKIP=$nofin MHC_FINALIZE_PROBE=$fin4 timeout 30 ../build-s7-gprobe/tools/mhc bench --ops mixes --modes plain --H 4096,7168 --T 4096,16384 \
+    MHC_GEMM_PROBE="$shape" MHC_STAGED_SKIP=$nofin MHC_FINALIZE_PROBE=$fin4 timeout 30 $BD-gprobe/tools/mhc bench --ops mixes --modes plain --H 4096,7168 --T 4096,16384 \
       --variant mixes.cuda_n4_staged --budget-s ${MHC_S7_GPROBE_S:-5} 2>&1 | rows | sed "s/^/gprobe $sh: /"
   done | tee -a "$R/summary.txt"
   # MHC_S7_GPROBE_SKIP: stage sets the staged post_pre and pre leave out (MHC_STAGED_SKIP, staged.cu:
@@ -306,7 +306,7 @@ if [[ "$steps" == *" gemmprobe "* ]]; then
     [ "$skip" = - ] && skip=""
     for op in "post_pre normal_fold" "pre normal_fold"; do
       set -- $op
-      MHC_STAGED_SKIP=$skip timeout 30 ../build-s7-gprobe/tools/mhc bench --ops $1 --modes $2 --H 4096,7168 --T 16384 \
+      MHC_STAGED_SKIP=$skip timeout 30 $BD-gprobe/tools/mhc bench --ops $1 --modes $2 --H 4096,7168 --T 16384 \
         --variant $1.cuda_n4_staged --budget-s ${MHC_S7_GPROBE_S:-5} 2>&1 | rows | sed "s/^/gprobe skip '$skip': /"
     done
   done | tee -a "$R/summary.txt"
@@ -315,7 +315,7 @@ if [[ "$steps" == *" gemmprobe "* ]]; then
   for part in ${MHC_S7_GPROBE_NCU:-}; do
     MHC_GEMM_PROBE="$part 8 2" timeout 60 ncu --clock-control none -k regex:"gemm_kernel|finalize_kernel" --launch-skip 4 --launch-count 2 \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_op_write.sum,lts__t_sectors_op_read.sum${MHC_S7_GPROBE_NCU_METRICS:+,$MHC_S7_GPROBE_NCU_METRICS} \
-      ${MHC_S7_GPROBE_NCU_ARGS:-} ../build-s7-gprobe/tools/mhc bench --ops mixes --modes plain --H 4096 --T 16384 --variant mixes.cuda_n4_staged --reps 2 --budget-s 20 \
+      ${MHC_S7_GPROBE_NCU_ARGS:-} $BD-gprobe/tools/mhc bench --ops mixes --modes plain --H 4096 --T 16384 --variant mixes.cuda_n4_staged --reps 2 --budget-s 20 \
       > "$R/gprobe-ncu-$part.txt" 2>&1
     echo "gprobe ncu part $part rc=$?"; grep -E "gemm_kernel|finalize_kernel|duration|dram__|lts__|Pipe|Issue|Stall|stall|Bank|Warp Cycles|Eligible|Shared|Throughput" "$R/gprobe-ncu-$part.txt" | sed 's/^ */  /' | head -${MHC_S7_GPROBE_NCU_LINES:-24}
   done | tee -a "$R/summary.txt"
@@ -334,10 +334,10 @@ if [[ "$steps" == *" envs "* ]]; then
       set -- $r
       if [ "$1" = run ]; then  # "run ARGS": mhc run ARGS (e.g. run --graph-step 1,4,16)
         shift
-        env $e timeout 40 ../build-s7-gprobe/tools/mhc run "$@" 2>&1 | grep -v "^{" | sed "s/^/env '$e': /"
+        env $e timeout 40 $BD-gprobe/tools/mhc run "$@" 2>&1 | grep -v "^{" | sed "s/^/env '$e': /"
         continue
       fi
-      env $e timeout 30 ../build-s7-gprobe/tools/mhc bench --ops $1 --modes $2 --variant $3 --H $4 --T $5 \
+      env $e timeout 30 $BD-gprobe/tools/mhc bench --ops $1 --modes $2 --variant $3 --H $4 --T $5 \
         --budget-s ${MHC_S7_GPROBE_S:-5} 2>&1 | rows | sed "s/^/env '$e': /"
     done
   done | tee -a "$R/summary.txt"
