@@ -188,23 +188,20 @@ __device__ __forceinline__ void collapse_token(const N4Params& p, int64_t t, uin
     release_pre();
     return;
   }
-  float inv;
-  if constexpr (!kWide) {
-    block_sum(sq, scratch);
-    inv = fold_factor(p, sq[0]);
-  } else {
-    // The first 256 threads form the chains; every warp of the block takes part in block_sum
-    // (warps 8.. add +0.0f after the 8 warps' sums, which changes no bit of a sum of squares):
-    // no barrier with a partial thread count, beside which racecheck reports a hazard in
-    // race-free code (bench/probes/racecheck_named_barriers.cu). It costs ~0.7% of the wide
-    // collapse at H = 5120 (docs/performance.md). scratch: blockDim.x / 32 floats.
+  if constexpr (kWide) {
+    // The first 256 threads form the chains from the row in shared memory; every warp of the
+    // block then takes part in block_sum (warps 8.. add +0.0f after the 8 warps' sums, which
+    // changes no bit of a sum of squares): no barrier with a partial thread count, beside which
+    // racecheck reports a hazard in race-free code (bench/probes/racecheck_named_barriers.cu).
+    // It costs ~0.7% of the wide collapse at H = 5120 (docs/performance.md). scratch:
+    // blockDim.x / 32 floats.
     __syncthreads();  // the row is in shared memory
     if (tid < kThreadsB) {
       for (int64_t v = tid; v < vecs; v += kThreadsB) add_squares(s_row[v], sq[0]);
     }
-    block_sum(sq, scratch);
-    inv = fold_factor(p, sq[0]);
   }
+  block_sum(sq, scratch);
+  const float inv = fold_factor(p, sq[0]);
 #pragma unroll
   for (int q = 0; q < kVecs; ++q) {
     const int64_t v = tid + static_cast<int64_t>(q) * threads;
