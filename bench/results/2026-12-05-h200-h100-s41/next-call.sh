@@ -1,14 +1,14 @@
 # Prepared in session 41 for the next session's first call (no device time was left to start one):
 # a `prefill` step command list. pre_broadcast's collapse as e * sum(pre): collapse_stream_kernel's
-# kOneRow instances (collapse_vec_one_row), this tree (.snap: 8d8e90d + broadcast-product.patch)
-# against base (.snap2: 8d8e90d). The existing instances' SASS is the same as base's (checked with
+# kOneRow instances (collapse_vec_one_row), this tree (.snap: HEAD + broadcast-product.patch)
+# against base (.snap2: HEAD; the patch was made on 8d8e90d and applies to 15822da). The existing instances' SASS is the same as base's (checked with
 # nvdisasm, mangled names, labels and padding aside), so what needs running is the new instances:
 # pre_broadcast's grid and mode suites, the exact-sum extremes (the patch adds
 # pre_broadcast_carried to them), test_engine (the warmup list), memcheck over the extremes.
 # Invocation (about 3 minutes after the start):
 #   bash scripts/prepare_device.sh (if .deps is missing);
-#   bash scripts/snap.sh .snap 8d8e90d bench/results/2026-12-05-h200-h100-s41/broadcast-product.patch;
-#   bash scripts/snap.sh .snap2 8d8e90d; cp <this file> .snap/call.sh; carry [".deps", ".snap", ".snap2"];
+#   bash scripts/snap.sh .snap HEAD bench/results/2026-12-05-h200-h100-s41/broadcast-product.patch;
+#   bash scripts/snap.sh .snap2 HEAD; cp <this file> .snap/call.sh; carry [".deps", ".snap", ".snap2"];
 #   run: cd .snap && export MHC_S7_PREFILL='bash call.sh';
 #        timeout 560 bash scripts/device_session.sh prefill > $OUT/o.log 2>&1   (writes under $OUT)
 # Predicted: the same bits. A certified pair's fast path takes ~18 instructions against ~36 (the
