@@ -1,8 +1,9 @@
 # Prepared in session 41 for the next session's first call (no device time was left to start one):
 # a `prefill` step command list. pre_broadcast's collapse as e * sum(pre): collapse_stream_kernel's
-# kOneRow instances (collapse_vec_one_row), this tree (.snap: HEAD + broadcast-product.patch)
-# against base (.snap2: HEAD; the patch was made on 8d8e90d and applies to 15822da). The existing instances' SASS is the same as base's (checked with
-# nvdisasm, mangled names, labels and padding aside), so what needs running is the new instances:
+# kOneRow instances (collapse_vec_one_row), this tree (.snap: HEAD + broadcast-product.patch,
+# made on 8d8e90d, applies to 15822da) against base (.snap2: HEAD). The existing instances' SASS
+# is the same as base's (checked with nvdisasm, mangled names, labels and padding aside), so what
+# needs running is the new instances:
 # pre_broadcast's grid and mode suites, the exact-sum extremes (the patch adds
 # pre_broadcast_carried to them), test_engine (the warmup list), memcheck over the extremes.
 # Invocation (about 3 minutes after the start):
