@@ -31,16 +31,3 @@ wait
 cat "$OUT/r/builds-done" "$OUT/r/san-m.txt"
 A='--ops pre_broadcast --modes normal_fold --H 4096,5120,7168 --T 16,1024,4096,16384 --budget-s 20'
 ab_rows 2 "base this" 60 $A
-# Session 42: the overlap rows of head and pre_broadcast at mid T (never measured there; pre's
-# overlap row is dispatched at T = 1024-2048 since session 35, -16% at H = 4096, T = 1024 on the
-# H100), on base: if faster, dispatch them in that window as pre does (a prefer function in
-# src/cuda/n4/staged.cu and the row order in src/cuda/variants.cu).
-M='--H 4096,5120,7168 --T 512,1024,2048 --budget-s 15'
-for v in pre_broadcast.cuda_n4b_staged pre_broadcast.cuda_n4b_overlap; do
-  timeout 40 ../build-base/tools/mhc bench --ops pre_broadcast --modes normal_fold --variant $v $M 2>&1 |
-    grep -E "^\[|error" | sed "s/^/[$v] /"
-done
-for v in head.cuda_n4_staged head.cuda_n4_overlap; do
-  timeout 40 ../build-base/tools/mhc bench --ops head --modes learned_fold --variant $v $M 2>&1 |
-    grep -E "^\[|error" | sed "s/^/[$v] /"
-done

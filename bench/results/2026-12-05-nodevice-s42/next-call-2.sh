@@ -1,0 +1,38 @@
+# Prepared in session 42 (no device was lent) for the call after session 41's next-call.sh: a
+# `prefill` step command list, run in the tree that will be HEAD (.snap if broadcast-product.patch
+# passed that call, else .snap2), right after it so that the warm machine's build is reused:
+#   cp <this file> .snap/call.sh; carry [".deps", ".snap", ".snap2"];
+#   run: cd .snap && export MHC_S7_PREFILL='bash call.sh';
+#        timeout 560 bash scripts/device_session.sh prefill > $OUT/o.log 2>&1
+# (a fresh machine rebuilds the tree first: ~3 minutes more).
+# Why: between T = 128 and 8192, 53 of the H200 record's 72 rows are over the generic bound, worst
+# pre_broadcast at T = 1024 (3.8x at H = 5120), where its time is the same on the H100 and the
+# H200: a latency chain (bench/results/2026-12-05-nodevice-s42/README.md).
+# 1. The overlap rows of head and pre_broadcast at mid T, never measured there. pre's overlap row
+#    has been dispatched at T = 1024-2048 since session 35 (-16% at H = 4096, T = 1024, H100).
+#    If they are faster, apply dispatch-mid-t.patch (narrowed to the T and H where they win).
+#    Predicted from pre's case: -5 to -16% at T = 1024-2048, largest at H = 4096.
+# 2. Where T = 1024's time goes: each kernel alone under Nsight Compute, pre_broadcast at H = 5120
+#    and the mixes stage at H = 4096 (the mixes stage is 2.0x its bound there).
+set -u
+M='--H 4096,5120,7168 --T 512,1024,2048 --budget-s 15'
+for v in pre_broadcast.cuda_n4b_staged pre_broadcast.cuda_n4b_overlap; do
+  timeout 40 "$BD/tools/mhc" bench --ops pre_broadcast --modes normal_fold --variant $v $M 2>&1 |
+    grep -E "^\[|error" | sed "s/^/[$v] /"
+done
+for v in head.cuda_n4_staged head.cuda_n4_overlap; do
+  timeout 40 "$BD/tools/mhc" bench --ops head --modes learned_fold --variant $v $M 2>&1 |
+    grep -E "^\[|error" | sed "s/^/[$v] /"
+done
+ncu_mid() {  # ncu_mid TAG BENCH-ARGS...: each gemm / finalize / collapse kernel of one call
+  local tag=$1
+  shift
+  timeout 100 ncu --clock-control none -k regex:"gemm|finalize|collapse_stream" --launch-skip 15 --launch-count 3 \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active \
+    "$BD/tools/mhc" bench "$@" --reps 2 --budget-s 20 > "$OUT/r/ncu-$tag.txt" 2>&1
+  echo "[ncu $tag rc=$?]"
+  grep -E "_kernel|duration|dram__|inst_executed|warps_active" "$OUT/r/ncu-$tag.txt" | grep -v PROF |
+    sed 's/^ */  /; s/(N4Params).*//; s/(FinalizeParams).*//'
+}
+ncu_mid bcast1024 --ops pre_broadcast --modes normal_fold --H 5120 --T 1024
+ncu_mid mixes1024 --ops mixes --modes plain --H 4096 --T 1024
