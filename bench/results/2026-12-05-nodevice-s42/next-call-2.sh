@@ -36,3 +36,9 @@ ncu_mid() {  # ncu_mid TAG BENCH-ARGS...: each gemm / finalize / collapse kernel
 }
 ncu_mid bcast1024 --ops pre_broadcast --modes normal_fold --H 5120 --T 1024
 ncu_mid mixes1024 --ops mixes --modes plain --H 4096 --T 1024
+# 3. Session 41's record had the collapse stage at H = 7168, T = 16 / 32 at 6.78 / 7.11 us against
+#    session 32's 5.80 / 6.06, with T = 1 / 4 / 64 / 128 within 2% and T = 32 above T = 64. The
+#    kernel's SASS is the same as session 32's but for parameter offsets (session 42): predicted
+#    5.8-6.1 us again, i.e. a disturbance of that run.
+timeout 40 "$BD/tools/mhc" bench --ops collapse --modes carried_fold --H 7168 --T 1,16,32,64 --budget-s 15 2>&1 |
+  grep -E "^\[|error" | sed "s/^/[collapse 7168] /"
