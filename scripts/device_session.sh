@@ -14,8 +14,8 @@
 # Everything lands under $OUT/r; $OUT/summary.txt and $OUT/results.tgz come back. The prefill
 # step's command list may call run_t (below) for a subset of the GPU tests, shards_t for one in
 # parallel shards, build_tree for another carried tree, san_t for a sanitizer over a subset,
-# ab_rows for the same rows from several trees and grid_filter for the filter of some n4 grid
-# cases.
+# ab_rows for the same rows from several trees, grid_filter for the filter of some n4 grid
+# cases and ncu_kernels for Nsight Compute's figures of each kernel of one bench call.
 set -u
 export OUT=${OUT:-/tmp/o}
 R=$OUT/r; mkdir -p "$R"
@@ -95,7 +95,21 @@ grid_filter() {
   for m in "$@"; do for H in $hs; do f="$f:Grid/GpuGrid.MatchesReference/${m}_n4_H$H"; done; done
   echo "${f#:}"
 }
-export -f rows t_lines run_t shards_t build_tree san_t ab_rows grid_filter
+# ncu_kernels TAG REGEX SKIP COUNT BENCH_ARGS...: Nsight Compute over COUNT launches (after SKIP) of
+# the kernels matching REGEX in one `mhc bench BENCH_ARGS` of this tree: each kernel's duration,
+# DRAM bytes, active warps and instructions (the log in $OUT/r/ncu-TAG.txt).
+ncu_kernels() {
+  local tag=$1 regex=$2 skip=$3 count=$4
+  shift 4
+  timeout 100 ncu --clock-control none ${MHC_S7_NCUCHAIN_ARGS:-} -k regex:"$regex" --launch-skip "$skip" \
+    --launch-count "$count" \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__warps_active.avg.pct_of_peak_sustained_active,sm__inst_executed.sum \
+    "$BD/tools/mhc" bench "$@" --reps 2 --budget-s 20 > "$OUT/r/ncu-$tag.txt" 2>&1
+  echo "ncu $tag rc=$?"
+  grep -E "_kernel|duration|dram__|warps_active|inst_executed" "$OUT/r/ncu-$tag.txt" | grep -v PROF |
+    sed 's/^ */  /; s/(N4Params).*//; s/(FinalizeParams).*//'
+}
+export -f rows t_lines run_t shards_t build_tree san_t ab_rows grid_filter ncu_kernels
 export BD OUT
 steps=" $* "
 S build
@@ -184,10 +198,8 @@ if [[ "$steps" == *" ncuchain "* ]]; then
   # duration and DRAM bytes, so the composition's time splits into its stages.
   S ncuchain
   for op in post_pre pre; do
-    timeout 90 ncu --clock-control none ${MHC_S7_NCUCHAIN_ARGS:-} -k regex:"post_flat_kernel|gemm_kernel|finalize_kernel|collapse_stream_kernel" --launch-skip 16 --launch-count 4 \
-      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__warps_active.avg.pct_of_peak_sustained_active,sm__inst_executed.sum \
-      $B bench --ops $op --modes normal_fold --H 4096 --T 16384 --reps 2 --budget-s 20 > "$R/ncuchain-$op.txt" 2>&1
-    echo "ncuchain $op rc=$?"; grep -E "_kernel|duration|dram__|warps_active|inst_executed" "$R/ncuchain-$op.txt" | grep -v PROF | sed 's/^ */  /; s/(N4Params).*//'
+    ncu_kernels "chain-$op" "post_flat_kernel|gemm_kernel|finalize_kernel|collapse_stream_kernel" 16 4 \
+      --ops $op --modes normal_fold --H 4096 --T 16384
   done | tee -a "$R/summary.txt"
 fi
 

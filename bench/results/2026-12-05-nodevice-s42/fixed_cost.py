@@ -5,23 +5,26 @@ the record's copy bandwidth on the ideal bytes a token, and the T = 4096 share o
 
 usage: python3 fixed_cost.py RECORD.jsonl [RECORD.jsonl ...]
 """
-import json
+import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import benchlib  # noqa: E402  (bench/benchlib.py)
 
 ROWS = (("collapse", "carried_fold"), ("post", "full"), ("mixes", "plain"), ("pre", "normal_fold"),
         ("head", "learned_fold"), ("pre_broadcast", "normal_fold"), ("post_pre", "normal_fold"),
         ("post_pre", "shifted_fold"))
 
 for path in sys.argv[1:]:
-    rows = [json.loads(line) for line in open(path)]
-    env = next(r for r in rows if r["kind"] == "env")
+    envs, rows = benchlib.load_jsonl([path])
+    env = envs[0]
     copy = env["copy_gbps"]
     print(f"{path}: {env['device']}, copy {copy:.1f} GB/s")
     print("| row | H | slope ns/token | slope % of copy | intercept us | T = 4096 % of copy |")
     print("|---|---|---|---|---|---|")
     for op, mode in ROWS:
         for H in (4096, 5120, 7168):
-            d = {r["T"]: r for r in rows if r["kind"] == "row" and r["op"] == op and r["mode"] == mode and r["H"] == H}
+            d = {r["T"]: r for r in rows if benchlib.usable(r) and r["op"] == op and r["mode"] == mode and r["H"] == H}
             if 4096 not in d or 16384 not in d:
                 continue
             a, b = d[4096], d[16384]

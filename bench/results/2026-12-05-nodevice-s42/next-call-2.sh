@@ -16,29 +16,21 @@
 #    and the mixes stage at H = 4096 (the mixes stage is 2.0x its bound there).
 set -u
 M='--H 4096,5120,7168 --T 512,1024,2048 --budget-s 15'
-for v in pre_broadcast.cuda_n4b_staged pre_broadcast.cuda_n4b_overlap; do
-  timeout 40 "$BD/tools/mhc" bench --ops pre_broadcast --modes normal_fold --variant $v $M 2>&1 |
-    grep -E "^\[|error" | sed "s/^/[$v] /"
-done
-for v in head.cuda_n4_staged head.cuda_n4_overlap; do
-  timeout 40 "$BD/tools/mhc" bench --ops head --modes learned_fold --variant $v $M 2>&1 |
-    grep -E "^\[|error" | sed "s/^/[$v] /"
-done
-ncu_mid() {  # ncu_mid TAG BENCH-ARGS...: each gemm / finalize / collapse kernel of one call
-  local tag=$1
-  shift
-  timeout 100 ncu --clock-control none -k regex:"gemm|finalize|collapse_stream" --launch-skip 15 --launch-count 3 \
-    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active \
-    "$BD/tools/mhc" bench "$@" --reps 2 --budget-s 20 > "$OUT/r/ncu-$tag.txt" 2>&1
-  echo "[ncu $tag rc=$?]"
-  grep -E "_kernel|duration|dram__|inst_executed|warps_active" "$OUT/r/ncu-$tag.txt" | grep -v PROF |
-    sed 's/^ */  /; s/(N4Params).*//; s/(FinalizeParams).*//'
+# variant_rows OP MODE VARIANT...: the rows of each forced variant, one process each.
+variant_rows() {
+  local op=$1 mode=$2 v
+  shift 2
+  for v in "$@"; do
+    timeout 40 "$BD/tools/mhc" bench --ops $op --modes $mode --variant $v $M 2>&1 | rows | sed "s/^/[$v] /"
+  done
 }
-ncu_mid bcast1024 --ops pre_broadcast --modes normal_fold --H 5120 --T 1024
-ncu_mid mixes1024 --ops mixes --modes plain --H 4096 --T 1024
+variant_rows pre_broadcast normal_fold pre_broadcast.cuda_n4b_staged pre_broadcast.cuda_n4b_overlap
+variant_rows head learned_fold head.cuda_n4_staged head.cuda_n4_overlap
+ncu_kernels bcast1024 "gemm|finalize|collapse_stream" 15 3 --ops pre_broadcast --modes normal_fold --H 5120 --T 1024
+ncu_kernels mixes1024 "gemm|finalize" 15 3 --ops mixes --modes plain --H 4096 --T 1024
 # 3. Session 41's record had the collapse stage at H = 7168, T = 16 / 32 at 6.78 / 7.11 us against
 #    session 32's 5.80 / 6.06, with T = 1 / 4 / 64 / 128 within 2% and T = 32 above T = 64. The
 #    kernel's SASS is the same as session 32's but for parameter offsets (session 42): predicted
 #    5.8-6.1 us again, i.e. a disturbance of that run.
 timeout 40 "$BD/tools/mhc" bench --ops collapse --modes carried_fold --H 7168 --T 1,16,32,64 --budget-s 15 2>&1 |
-  grep -E "^\[|error" | sed "s/^/[collapse 7168] /"
+  rows | sed "s/^/[collapse 7168] /"
